@@ -1,0 +1,39 @@
+"""Kafka error codes minicoord answers with.
+
+The numbers are Kafka's (tests/test_protocol.py checks each against kafka-python's
+`kafka.errors`), kept as an IntEnum so coordinator code can name them without importing
+exception classes.
+"""
+
+from enum import IntEnum
+
+
+class ErrorCode(IntEnum):
+    NONE = 0
+    OFFSET_OUT_OF_RANGE = 1
+    UNKNOWN_TOPIC_OR_PARTITION = 3
+    COORDINATOR_LOAD_IN_PROGRESS = 14
+    COORDINATOR_NOT_AVAILABLE = 15
+    NOT_COORDINATOR = 16
+    INVALID_TOPIC_EXCEPTION = 17
+    OFFSET_METADATA_TOO_LARGE = 12
+    ILLEGAL_GENERATION = 22
+    INCONSISTENT_GROUP_PROTOCOL = 23
+    INVALID_GROUP_ID = 24
+    UNKNOWN_MEMBER_ID = 25
+    INVALID_SESSION_TIMEOUT = 26
+    REBALANCE_IN_PROGRESS = 27
+    INVALID_COMMIT_OFFSET_SIZE = 28
+    UNSUPPORTED_VERSION = 35
+    TOPIC_ALREADY_EXISTS = 36
+    INVALID_PARTITIONS = 37
+    INVALID_REPLICATION_FACTOR = 38
+    INVALID_REQUEST = 42
+    NON_EMPTY_GROUP = 68
+    GROUP_ID_NOT_FOUND = 69
+    MEMBER_ID_REQUIRED = 79
+    FENCED_INSTANCE_ID = 82
+    GROUP_MAX_SIZE_REACHED = 81
+    GROUP_SUBSCRIBED_TO_TOPIC = 86
+    UNSTABLE_OFFSET_COMMIT = 88
+    UNKNOWN_TOPIC_ID = 100

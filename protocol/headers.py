@@ -1,0 +1,85 @@
+"""Request header v1/v2 parsing and response header v0/v1 encoding.
+
+The header is parsed by hand rather than through a generated class because its version is
+only known after reading the API key and version it carries: header v2 (tagged fields) goes
+with the flexible versions of each request. client_id stays a classic int16-length string
+even in v2, a Kafka quirk clients rely on.
+"""
+
+from __future__ import annotations
+
+import struct
+from dataclasses import dataclass
+
+_FIXED = struct.Struct(">hhih")
+_CORRELATION = struct.Struct(">i")
+
+
+class MalformedHeader(Exception):
+    pass
+
+
+@dataclass(slots=True, frozen=True)
+class RequestHeader:
+    api_key: int
+    api_version: int
+    correlation_id: int
+    client_id: str | None
+
+
+def parse_request_header(frame: bytes) -> tuple[RequestHeader, int]:
+    """Parse the v1 part of a request header; returns it and the offset just past it.
+
+    Tagged fields (header v2) are skipped separately with `skip_tagged_fields`, once the
+    caller knows whether this API version is flexible.
+    """
+    if len(frame) < _FIXED.size:
+        raise MalformedHeader(f"request of {len(frame)} bytes is shorter than a header")
+    api_key, api_version, correlation_id, client_len = _FIXED.unpack_from(frame, 0)
+    pos = _FIXED.size
+    client_id: str | None = None
+    if client_len >= 0:
+        end = pos + client_len
+        if end > len(frame):
+            raise MalformedHeader("client_id runs past the end of the request")
+        try:
+            client_id = frame[pos:end].decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise MalformedHeader("client_id is not UTF-8") from exc
+        pos = end
+    elif client_len != -1:
+        raise MalformedHeader(f"client_id length {client_len}")
+    return RequestHeader(api_key, api_version, correlation_id, client_id), pos
+
+
+def read_uvarint(buf: bytes, pos: int) -> tuple[int, int]:
+    result = 0
+    shift = 0
+    while True:
+        if pos >= len(buf):
+            raise MalformedHeader("varint runs past the end of the request")
+        b = buf[pos]
+        pos += 1
+        result |= (b & 0x7F) << shift
+        if not b & 0x80:
+            return result, pos
+        shift += 7
+        if shift > 28:
+            raise MalformedHeader("varint longer than 5 bytes")
+
+
+def skip_tagged_fields(buf: bytes, pos: int) -> int:
+    count, pos = read_uvarint(buf, pos)
+    for _ in range(count):
+        _tag, pos = read_uvarint(buf, pos)
+        size, pos = read_uvarint(buf, pos)
+        pos += size
+        if pos > len(buf):
+            raise MalformedHeader("tagged field runs past the end of the request")
+    return pos
+
+
+def response_header(correlation_id: int, flexible: bool) -> bytes:
+    """Header v1 (flexible: one empty tagged-field section) or v0."""
+    head = _CORRELATION.pack(correlation_id)
+    return head + b"\x00" if flexible else head

@@ -1,0 +1,96 @@
+"""The `__consumer_offsets` record schemas: what the coordinator persists, in Kafka's own format.
+
+A record key starts with an int16 version that names the record type (0/1: offset commit,
+2: group metadata); the value starts with its own int16 schema version. These are the
+bytes Kafka itself writes, so a log of them reads the same as Kafka's.
+"""
+
+from __future__ import annotations
+
+import struct
+from dataclasses import dataclass
+from typing import Any
+
+from kafka.protocol.api_data import ApiData
+from minicoord.protocol import schemas
+
+# Versions minicoord writes (Kafka 3.x/4.x write the same for classic groups).
+OFFSET_COMMIT_KEY_VERSION = 1
+OFFSET_COMMIT_VALUE_VERSION = 3
+GROUP_METADATA_KEY_VERSION = 2
+GROUP_METADATA_VALUE_VERSION = 3
+
+
+class OffsetCommitKey(ApiData, load_json=schemas):
+    pass
+
+
+class OffsetCommitValue(ApiData, load_json=schemas):
+    pass
+
+
+class GroupMetadataKey(ApiData, load_json=schemas):
+    pass
+
+
+class GroupMetadataValue(ApiData, load_json=schemas):
+    pass
+
+
+@dataclass(frozen=True, slots=True)
+class Record:
+    """One `__consumer_offsets` record: encoded key, and encoded value or None (tombstone)."""
+
+    key: bytes
+    value: bytes | None
+
+
+def offset_commit_key(group: str, topic: str, partition: int) -> bytes:
+    return bytes(
+        OffsetCommitKey(group=group, topic=topic, partition=partition).encode(
+            version=OFFSET_COMMIT_KEY_VERSION
+        )
+    )
+
+
+def offset_commit_value(
+    offset: int, leader_epoch: int, metadata: str, commit_timestamp: int
+) -> bytes:
+    return bytes(
+        OffsetCommitValue(
+            offset=offset,
+            leader_epoch=leader_epoch,
+            metadata=metadata,
+            commit_timestamp=commit_timestamp,
+        ).encode(version=OFFSET_COMMIT_VALUE_VERSION)
+    )
+
+
+def group_metadata_key(group: str) -> bytes:
+    return bytes(GroupMetadataKey(group=group).encode(version=GROUP_METADATA_KEY_VERSION))
+
+
+def group_metadata_value(**fields: Any) -> bytes:
+    members = [GroupMetadataValue.MemberMetadata(**m) for m in fields.pop("members")]
+    return bytes(
+        GroupMetadataValue(members=members, **fields).encode(version=GROUP_METADATA_VALUE_VERSION)
+    )
+
+
+_VERSION = struct.Struct(">h")
+
+
+def decode_key(key: bytes) -> OffsetCommitKey | GroupMetadataKey:
+    """Decode a record key by its leading version, as Kafka's loader does."""
+    (version,) = _VERSION.unpack_from(key, 0)
+    if version in (0, 1):
+        return OffsetCommitKey.decode(key)
+    if version == 2:
+        return GroupMetadataKey.decode(key)
+    raise ValueError(f"unknown __consumer_offsets key version {version}")
+
+
+def decode_value(key: OffsetCommitKey | GroupMetadataKey, value: bytes) -> Any:
+    if isinstance(key, OffsetCommitKey):
+        return OffsetCommitValue.decode(value)
+    return GroupMetadataValue.decode(value)

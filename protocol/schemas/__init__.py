@@ -1,0 +1,1 @@
+"""JSON message schemas kafka-python does not ship, in the same form as Kafka's own."""

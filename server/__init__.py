@@ -1,0 +1,1 @@
+"""The minicoord server: listener and connections, API handlers, the coordinator, config, CLI."""

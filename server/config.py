@@ -1,0 +1,87 @@
+"""Broker configuration under Kafka's own config names.
+
+Each field's Kafka name is its Python name with dots for underscores
+(`group_min_session_timeout_ms` is `group.min.session.timeout.ms`), so the names cannot drift.
+Defaults are Kafka's, except where a comment says why not.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from typing import Any
+
+
+class ConfigError(ValueError):
+    pass
+
+
+@dataclass(frozen=True, slots=True)
+class Config:
+    group_min_session_timeout_ms: int = 6_000
+    group_max_session_timeout_ms: int = 1_800_000
+    # Kafka waits 3 s before the first rebalance of an empty group so that members starting
+    # together land in one generation. A test coordinator must not add 3 s to every CI join.
+    group_initial_rebalance_delay_ms: int = 0
+    group_max_size: int = 2_147_483_647
+    offsets_topic_num_partitions: int = 50
+    offset_metadata_max_bytes: int = 4096
+    num_partitions: int = 1
+    auto_create_topics_enable: bool = True
+    socket_request_max_bytes: int = 104_857_600
+    broker_id: int = 0
+
+    @staticmethod
+    def kafka_name(field_name: str) -> str:
+        return field_name.replace("_", ".")
+
+    @classmethod
+    def known_names(cls) -> list[str]:
+        return [cls.kafka_name(f.name) for f in dataclasses.fields(cls)]
+
+    @classmethod
+    def from_pairs(cls, pairs: dict[str, str] | list[tuple[str, str]]) -> Config:
+        """Build a config from Kafka-named settings, rejecting unknown names and bad values."""
+        fields = {cls.kafka_name(f.name): f for f in dataclasses.fields(cls)}
+        values: dict[str, Any] = {}
+        items = pairs.items() if isinstance(pairs, dict) else pairs
+        for name, raw in items:
+            field = fields.get(name)
+            if field is None:
+                raise ConfigError(f"unknown config {name!r}; known: {', '.join(sorted(fields))}")
+            values[field.name] = _parse(name, field.type, raw)
+        config = cls(**values)
+        config.validate()
+        return config
+
+    def validate(self) -> None:
+        if self.group_min_session_timeout_ms > self.group_max_session_timeout_ms:
+            raise ConfigError("group.min.session.timeout.ms exceeds group.max.session.timeout.ms")
+        for name in ("offsets_topic_num_partitions", "num_partitions", "group_max_size"):
+            if getattr(self, name) < 1:
+                raise ConfigError(f"{self.kafka_name(name)} must be at least 1")
+        if self.group_initial_rebalance_delay_ms < 0:
+            raise ConfigError("group.initial.rebalance.delay.ms must not be negative")
+
+
+def _parse(name: str, kind: Any, raw: str) -> Any:
+    kind = kind if isinstance(kind, str) else kind.__name__
+    if kind == "bool":
+        lowered = raw.strip().lower()
+        if lowered not in ("true", "false"):
+            raise ConfigError(f"{name} takes true or false, not {raw!r}")
+        return lowered == "true"
+    if kind == "int":
+        try:
+            return int(raw.strip())
+        except ValueError:
+            raise ConfigError(f"{name} takes an integer, not {raw!r}") from None
+    return raw
+
+
+def parse_setting(text: str) -> tuple[str, str]:
+    """`key=value` as given to --config."""
+    key, sep, value = text.partition("=")
+    if not sep or not key.strip():
+        raise ConfigError(f"expected key=value, got {text!r}")
+    return key.strip(), value

@@ -1,0 +1,349 @@
+"""The coordinator's single entry point: group membership and offsets behind one facade.
+
+Each method is given `now` (ms) and returns what to answer plus, in a `Result`, the records
+to persist and the parked replies it completes. The facade also knows which offsets
+partitions this coordinator can serve right now (a partition may be loading, failed, or
+owned elsewhere) and answers their groups with the error Kafka would.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from enum import Enum
+
+from kafka.protocol.consumer.metadata import ConsumerProtocolSubscription
+from minicoord.protocol.errors import ErrorCode
+from minicoord.server.config import Config
+from minicoord.server.coordinator.group_manager import GroupManager, Protocols, random_member_id
+from minicoord.server.coordinator.offsets import CommittedOffset, OffsetsManager, TopicPartition
+from minicoord.server.coordinator.partitioning import partition_for
+from minicoord.server.coordinator.results import (
+    Effects,
+    GroupDescription,
+    GroupListing,
+    JoinOutcome,
+    LeaveOutcome,
+    Result,
+    SyncOutcome,
+    Ticket,
+)
+from minicoord.server.coordinator.state import GroupState
+from minicoord.server.coordinator.timers import TimerQueue
+
+
+class PartitionStatus(Enum):
+    ACTIVE = "active"
+    LOADING = "loading"  # replaying its log: COORDINATOR_LOAD_IN_PROGRESS
+    FAILED = "failed"  # its log could not be read: COORDINATOR_NOT_AVAILABLE
+    MOVED = "moved"  # another coordinator owns it: NOT_COORDINATOR
+
+
+_STATUS_ERROR = {
+    PartitionStatus.LOADING: ErrorCode.COORDINATOR_LOAD_IN_PROGRESS,
+    PartitionStatus.FAILED: ErrorCode.COORDINATOR_NOT_AVAILABLE,
+    PartitionStatus.MOVED: ErrorCode.NOT_COORDINATOR,
+}
+
+
+@dataclass(frozen=True, slots=True)
+class OffsetCommitEntry:
+    topic: str
+    partition: int
+    offset: int
+    leader_epoch: int = -1
+    metadata: str | None = ""
+
+
+class GroupCoordinator:
+    def __init__(
+        self, config: Config, new_member_id: Callable[[str], str] = random_member_id
+    ) -> None:
+        self.config = config
+        self.timers = TimerQueue()
+        self.groups = GroupManager(config, self.timers, self.partition_for, new_member_id)
+        self.offsets = OffsetsManager()
+        # Only partitions that are not ACTIVE are listed, so the common case costs one
+        # empty-dict test per request.
+        self.partition_status: dict[int, PartitionStatus] = {}
+
+    def partition_for(self, group_id: str) -> int:
+        return partition_for(group_id, self.config.offsets_topic_num_partitions)
+
+    def set_partition_status(self, partition: int, status: PartitionStatus) -> None:
+        if status is PartitionStatus.ACTIVE:
+            self.partition_status.pop(partition, None)
+        else:
+            self.partition_status[partition] = status
+
+    def unavailable(self, group_id: str) -> ErrorCode | None:
+        """The error for a group whose offsets partition cannot be served now, if any."""
+        if not self.partition_status:
+            return None
+        status = self.partition_status.get(self.partition_for(group_id))
+        return _STATUS_ERROR[status] if status else None
+
+    # -- time -----------------------------------------------------------------------------
+
+    def next_deadline(self) -> int | None:
+        return self.timers.next_deadline()
+
+    def advance(self, now: int) -> Result[None]:
+        """Fire every timer due at `now`; their effects are merged into one result."""
+        fx = Effects()
+        # Callbacks may schedule timers that are already due (a zero delay), so loop.
+        for _ in range(10_000):
+            due = self.timers.pop_due(now)
+            if not due:
+                break
+            for callback in due:
+                out = callback(now)
+                fx.replies.extend(out.replies)
+                fx.records.extend(out.records)
+        return fx.result(None)
+
+    # -- membership -----------------------------------------------------------------------
+
+    def join_group(
+        self,
+        now: int,
+        ticket: Ticket,
+        *,
+        group_id: str,
+        member_id: str,
+        group_instance_id: str | None,
+        client_id: str,
+        client_host: str,
+        session_timeout_ms: int,
+        rebalance_timeout_ms: int,
+        protocol_type: str,
+        protocols: Protocols,
+        require_known_member_id: bool,
+        supports_skip_assignment: bool = False,
+        reason: str | None = None,
+    ) -> Result[None]:
+        fx = Effects()
+        error = self.unavailable(group_id)
+        if error is not None:
+            fx.reply(ticket, JoinOutcome(error, member_id=member_id))
+            return fx.result(None)
+        self.groups.join(
+            fx,
+            now,
+            ticket=ticket,
+            group_id=group_id,
+            member_id=member_id,
+            group_instance_id=group_instance_id,
+            client_id=client_id,
+            client_host=client_host,
+            session_timeout_ms=session_timeout_ms,
+            rebalance_timeout_ms=rebalance_timeout_ms,
+            protocol_type=protocol_type,
+            protocols=protocols,
+            require_known_member_id=require_known_member_id,
+            supports_skip_assignment=supports_skip_assignment,
+            reason=reason,
+        )
+        return fx.result(None)
+
+    def sync_group(
+        self,
+        now: int,
+        ticket: Ticket,
+        *,
+        group_id: str,
+        generation_id: int,
+        member_id: str,
+        group_instance_id: str | None,
+        protocol_type: str | None,
+        protocol_name: str | None,
+        assignments: dict[str, bytes],
+    ) -> Result[None]:
+        fx = Effects()
+        error = self.unavailable(group_id)
+        if error is not None:
+            fx.reply(ticket, SyncOutcome(error))
+            return fx.result(None)
+        self.groups.sync(
+            fx,
+            now,
+            ticket=ticket,
+            group_id=group_id,
+            generation_id=generation_id,
+            member_id=member_id,
+            group_instance_id=group_instance_id,
+            protocol_type=protocol_type,
+            protocol_name=protocol_name,
+            assignments=assignments,
+        )
+        return fx.result(None)
+
+    def heartbeat(
+        self,
+        now: int,
+        group_id: str,
+        member_id: str,
+        generation_id: int,
+        group_instance_id: str | None = None,
+    ) -> ErrorCode:
+        """Heartbeats change only soft state: no records, no replies, so just the error code."""
+        error = self.unavailable(group_id)
+        if error is not None:
+            return error
+        return self.groups.heartbeat(now, group_id, member_id, generation_id, group_instance_id)
+
+    def leave_group(
+        self, now: int, group_id: str, members: list[tuple[str, str | None]]
+    ) -> Result[LeaveOutcome]:
+        fx = Effects()
+        error = self.unavailable(group_id)
+        if error is not None:
+            return fx.result(LeaveOutcome(error))
+        return fx.result(self.groups.leave(fx, now, group_id, members))
+
+    # -- offsets --------------------------------------------------------------------------
+
+    def commit_offsets(
+        self,
+        now: int,
+        group_id: str,
+        generation_id: int,
+        member_id: str,
+        group_instance_id: str | None,
+        entries: list[OffsetCommitEntry],
+    ) -> Result[list[ErrorCode]]:
+        fx = Effects()
+        error = self.unavailable(group_id) or self._validate_commit(
+            now, group_id, generation_id, member_id, group_instance_id
+        )
+        if error is not None:
+            return fx.result([error] * len(entries))
+        partition = self.partition_for(group_id)
+        limit = self.config.offset_metadata_max_bytes
+        errors = []
+        for e in entries:
+            metadata = e.metadata or ""
+            if len(metadata.encode()) > limit:
+                errors.append(ErrorCode.OFFSET_METADATA_TOO_LARGE)
+                continue
+            committed = CommittedOffset(e.offset, e.leader_epoch, metadata, now)
+            self.offsets.commit(fx, partition, group_id, (e.topic, e.partition), committed)
+            errors.append(ErrorCode.NONE)
+        return fx.result(errors)
+
+    def _validate_commit(
+        self,
+        now: int,
+        group_id: str,
+        generation_id: int,
+        member_id: str,
+        group_instance_id: str | None,
+    ) -> ErrorCode | None:
+        groups = self.groups
+        group = groups.groups.get(group_id)
+        if group is None:
+            if generation_id >= 0:
+                # A generation of a group this coordinator does not know: a stale member.
+                return ErrorCode.ILLEGAL_GENERATION
+            # A consumer that assigns itself partitions and only stores offsets here.
+            groups.get_or_create(group_id, now)
+            return None
+        if group.state is GroupState.DEAD:
+            return ErrorCode.COORDINATOR_NOT_AVAILABLE
+        if generation_id >= 0 or member_id or group_instance_id is not None:
+            error = groups._validate_member(group, member_id, group_instance_id)
+            if error is not None:
+                return error
+            if generation_id != group.generation_id:
+                return ErrorCode.ILLEGAL_GENERATION
+        elif group.state is not GroupState.EMPTY:
+            # Group-managed offsets may only be committed by the group's own members.
+            return ErrorCode.UNKNOWN_MEMBER_ID
+        if group.state is GroupState.COMPLETING_REBALANCE:
+            # Partitions are about to be reassigned; the member must rejoin first.
+            return ErrorCode.REBALANCE_IN_PROGRESS
+        member = group.members.get(member_id)
+        if member is not None:
+            member.last_heartbeat = now
+        return None
+
+    def fetch_offsets(
+        self, group_id: str, partitions: Iterable[TopicPartition] | None
+    ) -> tuple[ErrorCode, list[tuple[TopicPartition, CommittedOffset | None]]]:
+        """Committed offsets of a group: the partitions asked for, or all (None)."""
+        error = self.unavailable(group_id)
+        if error is not None:
+            return error, []
+        if partitions is None:
+            return ErrorCode.NONE, list(self.offsets.all_for(group_id).items())
+        return ErrorCode.NONE, [(tp, self.offsets.get(group_id, tp)) for tp in partitions]
+
+    def delete_offsets(
+        self, now: int, group_id: str, partitions: list[TopicPartition]
+    ) -> Result[tuple[ErrorCode, list[ErrorCode]]]:
+        fx = Effects()
+        error = self.unavailable(group_id)
+        if error is not None:
+            return fx.result((error, []))
+        group = self.groups.groups.get(group_id)
+        if group is None or group.state is GroupState.DEAD:
+            return fx.result((ErrorCode.GROUP_ID_NOT_FOUND, []))
+        subscribed: set[str] = set()
+        if group.state is not GroupState.EMPTY:
+            if group.protocol_type != "consumer":
+                return fx.result((ErrorCode.NON_EMPTY_GROUP, []))
+            subscribed = _subscribed_topics(self.groups.subscribed_protocol_metadata(group))
+        partition = self.partition_for(group_id)
+        errors = []
+        for tp in partitions:
+            if tp[0] in subscribed:
+                errors.append(ErrorCode.GROUP_SUBSCRIBED_TO_TOPIC)
+            else:
+                self.offsets.delete(fx, partition, group_id, tp)
+                errors.append(ErrorCode.NONE)
+        return fx.result((ErrorCode.NONE, errors))
+
+    # -- admin ----------------------------------------------------------------------------
+
+    def describe_groups(self, group_ids: list[str]) -> list[GroupDescription]:
+        out = []
+        for gid in group_ids:
+            error = self.unavailable(gid)
+            if error is not None:
+                out.append(GroupDescription(gid, error, "", "", ""))
+            else:
+                out.append(self.groups.describe(gid))
+        return out
+
+    def list_groups(
+        self, states: set[str] | None = None, types: set[str] | None = None
+    ) -> tuple[ErrorCode, list[GroupListing]]:
+        if PartitionStatus.LOADING in self.partition_status.values():
+            return ErrorCode.COORDINATOR_LOAD_IN_PROGRESS, []
+        listings = self.groups.listings(states)
+        # Every group here speaks the classic protocol (KIP-848 groups are separate work).
+        if types and "classic" not in {t.lower() for t in types}:
+            listings = []
+        return ErrorCode.NONE, [g for g in listings if self.unavailable(g.group_id) is None]
+
+    def delete_groups(self, now: int, group_ids: list[str]) -> Result[list[ErrorCode]]:
+        fx = Effects()
+        errors = []
+        for gid in group_ids:
+            error = self.unavailable(gid)
+            if error is None:
+                error = self.groups.delete(fx, now, gid)
+                if error is ErrorCode.NONE:
+                    self.offsets.delete_group(fx, self.partition_for(gid), gid)
+            errors.append(error)
+        return fx.result(errors)
+
+
+def _subscribed_topics(subscriptions: list[bytes]) -> set[str]:
+    topics: set[str] = set()
+    for raw in subscriptions:
+        try:
+            topics.update(ConsumerProtocolSubscription.decode(raw).topics)
+        except Exception:  # a member's opaque metadata: undecodable means no known topics
+            continue
+    return topics

@@ -1,0 +1,204 @@
+"""One classic group: its members, generation, chosen protocol, leader and state."""
+
+from __future__ import annotations
+
+from collections import Counter
+
+from minicoord.server.coordinator.member import Member
+from minicoord.server.coordinator.state import GroupState, check_transition
+
+
+class Group:
+    __slots__ = (
+        "_awaiting_join",
+        "_protocol_support",
+        "generation_id",
+        "group_id",
+        "in_initial_delay",
+        "initial_delay_remaining_ms",
+        "leader_id",
+        "members",
+        "new_member_added",
+        "partition",
+        "pending_members",
+        "pending_sync",
+        "protocol_name",
+        "protocol_type",
+        "state",
+        "state_timestamp",
+        "static_members",
+    )
+
+    def __init__(self, group_id: str, partition: int, now: int) -> None:
+        self.group_id = group_id
+        self.partition = partition
+        self.state = GroupState.EMPTY
+        self.state_timestamp = now
+        self.generation_id = 0
+        self.protocol_type: str | None = None
+        self.protocol_name: str | None = None
+        self.leader_id: str | None = None
+        # Insertion-ordered: leader re-election picks the oldest remaining member.
+        self.members: dict[str, Member] = {}
+        # Member ids handed out with MEMBER_ID_REQUIRED that have not joined yet.
+        self.pending_members: set[str] = set()
+        # Members that got their JoinGroup answer but have not sent SyncGroup yet.
+        self.pending_sync: set[str] = set()
+        self.static_members: dict[str, str] = {}
+        # How many members support each protocol name: the candidates are those all support.
+        self._protocol_support: Counter[str] = Counter()
+        # group.initial.rebalance.delay.ms: while the first join phase of an empty group is
+        # held open, new members extend it (up to the rebalance timeout) instead of it
+        # completing as soon as everyone known has joined.
+        self.in_initial_delay = False
+        self.new_member_added = False
+        self.initial_delay_remaining_ms = 0
+        # Kept as a count so that "has everyone rejoined?" is O(1) per JoinGroup.
+        self._awaiting_join = 0
+
+    def __repr__(self) -> str:
+        return (
+            f"Group({self.group_id!r}, {self.state.value}, gen={self.generation_id}, "
+            f"members={len(self.members)})"
+        )
+
+    # -- state ----------------------------------------------------------------------------
+
+    def transition(self, target: GroupState, now: int) -> None:
+        check_transition(self.state, target)
+        self.state = target
+        self.state_timestamp = now
+
+    def is_in(self, *states: GroupState) -> bool:
+        return self.state in states
+
+    @property
+    def can_rebalance(self) -> bool:
+        return self.state in (GroupState.STABLE, GroupState.COMPLETING_REBALANCE, GroupState.EMPTY)
+
+    # -- membership -----------------------------------------------------------------------
+
+    def park_join(self, member: Member, ticket: object) -> None:
+        if member.join_ticket is None:
+            self._awaiting_join += 1
+        member.join_ticket = ticket
+
+    def take_join(self, member: Member) -> object:
+        ticket = member.join_ticket
+        if ticket is not None:
+            self._awaiting_join -= 1
+            member.join_ticket = None
+        return ticket
+
+    def add(self, member: Member) -> None:
+        if member.join_ticket is not None:
+            self._awaiting_join += 1
+        if not self.members:
+            self.protocol_type = member.protocol_type
+        self.members[member.member_id] = member
+        self._protocol_support.update(member.protocol_names)
+        if member.group_instance_id is not None:
+            self.static_members[member.group_instance_id] = member.member_id
+        if self.leader_id is None:
+            self.leader_id = member.member_id
+
+    def remove(self, member_id: str) -> Member | None:
+        member = self.members.pop(member_id, None)
+        if member is None:
+            return None
+        self._protocol_support.subtract(member.protocol_names)
+        if member.join_ticket is not None:
+            self._awaiting_join -= 1
+        self.pending_sync.discard(member_id)
+        instance = member.group_instance_id
+        if instance is not None and self.static_members.get(instance) == member_id:
+            del self.static_members[instance]
+        if self.leader_id == member_id:
+            self.leader_id = next(iter(self.members), None)
+        return member
+
+    def update_protocols(self, member: Member, protocols: list[tuple[str, bytes]]) -> None:
+        self._protocol_support.subtract(member.protocol_names)
+        member.update_protocols(protocols)
+        self._protocol_support.update(member.protocol_names)
+
+    def replace_static_member(self, old_id: str, new_member: Member) -> Member:
+        """Give a static member's slot to a new member id, keeping its assignment and leadership."""
+        old = self.members.pop(old_id)
+        self._protocol_support.subtract(old.protocol_names)
+        if old.join_ticket is not None:
+            self._awaiting_join -= 1
+        if new_member.join_ticket is not None:
+            self._awaiting_join += 1
+        new_member.assignment = old.assignment
+        self.members[new_member.member_id] = new_member
+        self._protocol_support.update(new_member.protocol_names)
+        assert new_member.group_instance_id is not None
+        self.static_members[new_member.group_instance_id] = new_member.member_id
+        if self.leader_id == old_id:
+            self.leader_id = new_member.member_id
+        if old_id in self.pending_sync:
+            self.pending_sync.discard(old_id)
+            self.pending_sync.add(new_member.member_id)
+        return old
+
+    def static_member_id(self, group_instance_id: str) -> str | None:
+        return self.static_members.get(group_instance_id)
+
+    def is_leader(self, member_id: str) -> bool:
+        return self.leader_id == member_id
+
+    @property
+    def size(self) -> int:
+        return len(self.members) + len(self.pending_members)
+
+    # -- protocols ------------------------------------------------------------------------
+
+    def candidate_protocols(self) -> set[str]:
+        n = len(self.members)
+        return {name for name, count in self._protocol_support.items() if count == n and n}
+
+    def supports_protocols(self, protocol_type: str, names: set[str]) -> bool:
+        if not protocol_type or not names:
+            return False
+        if not self.members:
+            return True
+        if protocol_type != self.protocol_type:
+            return False
+        n = len(self.members)
+        return any(self._protocol_support.get(name, 0) == n for name in names)
+
+    def select_protocol(self) -> str:
+        """The protocol chosen by vote: each member votes for its favourite candidate."""
+        candidates = self.candidate_protocols()
+        if not candidates:
+            raise ValueError(f"no protocol common to all members of {self.group_id}")
+        votes: Counter[str] = Counter(m.vote(candidates) for m in self.members.values())
+        # Ties go to the protocol the first member (in join order) prefers, for determinism.
+        first = next(iter(self.members.values()))
+        order = {name: i for i, (name, _) in enumerate(first.protocols)}
+        return max(votes, key=lambda name: (votes[name], -order.get(name, 0)))
+
+    # -- rebalance bookkeeping ------------------------------------------------------------
+
+    @property
+    def rebalance_timeout_ms(self) -> int:
+        """The group waits for the slowest member: the largest rebalance timeout among them."""
+        return max((m.rebalance_timeout_ms for m in self.members.values()), default=0)
+
+    def has_all_members_joined(self) -> bool:
+        return not self.pending_members and self._awaiting_join == len(self.members)
+
+    def not_yet_rejoined(self) -> list[Member]:
+        return [m for m in self.members.values() if not m.awaiting_join]
+
+    def elect_joined_leader(self) -> bool:
+        """Keep the leader if it rejoined, else pick a member that did; False if none did."""
+        leader = self.members.get(self.leader_id) if self.leader_id else None
+        if leader is not None and leader.awaiting_join:
+            return True
+        for member in self.members.values():
+            if member.awaiting_join:
+                self.leader_id = member.member_id
+                return True
+        return False

@@ -1,0 +1,85 @@
+"""A member of a classic group, as the coordinator sees it."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from minicoord.server.coordinator.results import Ticket
+
+# How long a brand-new member blocked in its first JoinGroup is kept without heartbeats
+# (Kafka's NewMemberJoinTimeoutMs): a member that never heard back cannot heartbeat.
+NEW_MEMBER_JOIN_TIMEOUT_MS = 5 * 60 * 1000
+
+
+@dataclass(slots=True, eq=False)
+class Member:
+    member_id: str
+    group_instance_id: str | None
+    client_id: str
+    client_host: str
+    rebalance_timeout_ms: int
+    session_timeout_ms: int
+    protocol_type: str
+    # (name, metadata) in the member's order of preference.
+    protocols: list[tuple[str, bytes]]
+    last_heartbeat: int = 0
+    assignment: bytes = b""
+    join_ticket: Ticket = None
+    sync_ticket: Ticket = None
+    # Answer to a JoinGroup v9+: the leader may be told to skip assignment.
+    supports_skip_assignment: bool = False
+    is_new: bool = False
+    joined_at: int = 0
+    protocol_names: frozenset[str] = field(default=frozenset())
+
+    def __post_init__(self) -> None:
+        self.protocol_names = frozenset(name for name, _ in self.protocols)
+
+    @property
+    def awaiting_join(self) -> bool:
+        return self.join_ticket is not None
+
+    @property
+    def awaiting_sync(self) -> bool:
+        return self.sync_ticket is not None
+
+    def metadata(self, protocol: str) -> bytes:
+        for name, metadata in self.protocols:
+            if name == protocol:
+                return metadata
+        raise KeyError(protocol)
+
+    def matches(self, protocols: list[tuple[str, bytes]]) -> bool:
+        """Same protocols, metadata and order: a rejoin that changes nothing."""
+        return self.protocols == protocols
+
+    def update_protocols(self, protocols: list[tuple[str, bytes]]) -> None:
+        self.protocols = protocols
+        self.protocol_names = frozenset(name for name, _ in protocols)
+
+    def vote(self, candidates: set[str]) -> str:
+        """The member's most preferred protocol among those every member supports."""
+        for name, _ in self.protocols:
+            if name in candidates:
+                return name
+        raise ValueError("member supports none of the candidate protocols")
+
+    def should_keep_alive(self, now: int) -> bool:
+        """Whether a lapsed session deadline is excused (Kafka's MemberMetadata.shouldKeepAlive).
+
+        A member blocked in JoinGroup or SyncGroup cannot heartbeat, so it is not expired while
+        it waits; a brand-new member only up to NEW_MEMBER_JOIN_TIMEOUT_MS.
+        """
+        if self.awaiting_join:
+            return not self.is_new or self.joined_at + NEW_MEMBER_JOIN_TIMEOUT_MS > now
+        if self.awaiting_sync:
+            return True
+        return self.last_heartbeat + self.session_timeout_ms > now
+
+    def next_session_check(self, now: int) -> int:
+        """When a kept-alive member's session should be looked at again."""
+        if self.awaiting_join and self.is_new:
+            return min(now + self.session_timeout_ms, self.joined_at + NEW_MEMBER_JOIN_TIMEOUT_MS)
+        if self.awaiting_join or self.awaiting_sync:
+            return now + self.session_timeout_ms
+        return self.last_heartbeat + self.session_timeout_ms

@@ -1,0 +1,71 @@
+"""Committed offsets per group: OffsetCommit, OffsetFetch, OffsetDelete storage and records."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from minicoord.protocol.records import Record, offset_commit_key, offset_commit_value
+from minicoord.server.coordinator.results import Effects
+
+TopicPartition = tuple[str, int]
+
+
+@dataclass(frozen=True, slots=True)
+class CommittedOffset:
+    offset: int
+    leader_epoch: int
+    metadata: str
+    commit_timestamp: int
+
+
+class OffsetsManager:
+    def __init__(self) -> None:
+        self.offsets: dict[str, dict[TopicPartition, CommittedOffset]] = {}
+
+    def commit(
+        self,
+        fx: Effects,
+        partition: int,
+        group_id: str,
+        tp: TopicPartition,
+        committed: CommittedOffset,
+    ) -> None:
+        self.offsets.setdefault(group_id, {})[tp] = committed
+        fx.persist(
+            partition,
+            Record(
+                offset_commit_key(group_id, tp[0], tp[1]),
+                offset_commit_value(
+                    committed.offset,
+                    committed.leader_epoch,
+                    committed.metadata,
+                    committed.commit_timestamp,
+                ),
+            ),
+        )
+
+    def get(self, group_id: str, tp: TopicPartition) -> CommittedOffset | None:
+        group = self.offsets.get(group_id)
+        return group.get(tp) if group else None
+
+    def all_for(self, group_id: str) -> dict[TopicPartition, CommittedOffset]:
+        return self.offsets.get(group_id, {})
+
+    def has_offsets(self, group_id: str) -> bool:
+        return bool(self.offsets.get(group_id))
+
+    def delete(self, fx: Effects, partition: int, group_id: str, tp: TopicPartition) -> bool:
+        group = self.offsets.get(group_id)
+        if not group or tp not in group:
+            return False
+        del group[tp]
+        if not group:
+            del self.offsets[group_id]
+        fx.persist(partition, Record(offset_commit_key(group_id, tp[0], tp[1]), None))
+        return True
+
+    def delete_group(self, fx: Effects, partition: int, group_id: str) -> int:
+        group = self.offsets.pop(group_id, None) or {}
+        for topic, index in group:
+            fx.persist(partition, Record(offset_commit_key(group_id, topic, index), None))
+        return len(group)

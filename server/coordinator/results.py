@@ -1,0 +1,113 @@
+"""What coordinator calls return: a value, the parked replies completed, the records to persist."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Generic, TypeVar
+
+from minicoord.protocol.errors import ErrorCode
+from minicoord.protocol.records import Record
+
+T = TypeVar("T")
+
+# A ticket is the shell's handle for a parked reply; the coordinator stores it and hands it
+# back with the outcome, never looking inside.
+Ticket = Any
+
+
+@dataclass(slots=True)
+class Effects:
+    """Accumulates the side effects of one coordinator call."""
+
+    replies: list[tuple[Ticket, Any]] = field(default_factory=list)
+    records: list[tuple[int, Record]] = field(default_factory=list)
+
+    def reply(self, ticket: Ticket, outcome: Any) -> None:
+        if ticket is not None:
+            self.replies.append((ticket, outcome))
+
+    def persist(self, partition: int, record: Record) -> None:
+        self.records.append((partition, record))
+
+    def result(self, value: T) -> Result[T]:
+        return Result(value, self.replies, self.records)
+
+
+@dataclass(slots=True)
+class Result(Generic[T]):
+    value: T
+    replies: list[tuple[Ticket, Any]]
+    records: list[tuple[int, Record]]
+
+    def reply_for(self, ticket: Ticket) -> Any:
+        for t, outcome in self.replies:
+            if t is ticket:
+                return outcome
+        return None
+
+
+@dataclass(slots=True, frozen=True)
+class JoinMember:
+    member_id: str
+    group_instance_id: str | None
+    metadata: bytes
+
+
+@dataclass(slots=True, frozen=True)
+class JoinOutcome:
+    error: ErrorCode
+    generation_id: int = -1
+    protocol_type: str | None = None
+    protocol_name: str | None = None
+    leader_id: str = ""
+    member_id: str = ""
+    members: tuple[JoinMember, ...] = ()
+    skip_assignment: bool = False
+
+
+@dataclass(slots=True, frozen=True)
+class SyncOutcome:
+    error: ErrorCode
+    protocol_type: str | None = None
+    protocol_name: str | None = None
+    assignment: bytes = b""
+
+
+@dataclass(slots=True, frozen=True)
+class LeaveMemberOutcome:
+    member_id: str
+    group_instance_id: str | None
+    error: ErrorCode
+
+
+@dataclass(slots=True, frozen=True)
+class LeaveOutcome:
+    error: ErrorCode
+    members: tuple[LeaveMemberOutcome, ...] = ()
+
+
+@dataclass(slots=True, frozen=True)
+class DescribedMember:
+    member_id: str
+    group_instance_id: str | None
+    client_id: str
+    client_host: str
+    metadata: bytes
+    assignment: bytes
+
+
+@dataclass(slots=True, frozen=True)
+class GroupDescription:
+    group_id: str
+    error: ErrorCode
+    state: str
+    protocol_type: str
+    protocol_name: str
+    members: tuple[DescribedMember, ...] = ()
+
+
+@dataclass(slots=True, frozen=True)
+class GroupListing:
+    group_id: str
+    protocol_type: str
+    state: str
