@@ -1,0 +1,218 @@
+"""One client connection: frames in, responses out, in request order.
+
+A thin asyncio Protocol around the sans-IO pieces: FrameReader cuts frames, the request header
+picks the handler, kafka-python's generated class decodes the body, the handler answers.
+Kafka answers a connection's requests in the order they came, so each request takes a slot
+in a queue; a parked reply (JoinGroup, a follower's SyncGroup, a Fetch long-poll) holds back
+the responses behind it until it resolves.
+
+Input we cannot serve closes this connection with a log line naming the client and the
+reason; nothing a client sends can raise out of here.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import struct
+from collections import deque
+from collections.abc import Callable
+from typing import Any
+
+from minicoord.protocol.apis import ApiSpec
+from minicoord.protocol.errors import ErrorCode
+from minicoord.protocol.framing import FrameReader, FrameTooLarge, NegativeFrameSize
+from minicoord.protocol.headers import (
+    MalformedHeader,
+    RequestHeader,
+    parse_request_header,
+    response_header,
+    skip_tagged_fields,
+)
+from minicoord.server.broker import Broker
+from minicoord.server.handlers import api_versions
+from minicoord.server.handlers.base import Handler, RequestContext
+
+log = logging.getLogger("minicoord.connection")
+
+_SIZE = struct.Struct(">i")
+API_VERSIONS_KEY = 18
+
+
+def encode_response(header: RequestHeader, spec: ApiSpec, response: Any) -> bytes:
+    version = header.api_version
+    body = response.encode(version=version)
+    # ApiVersions answers with header v0 at every version, so that a client which does not
+    # yet know our versions can always read it (KIP-511).
+    flexible = spec.key != API_VERSIONS_KEY and spec.response_flexible(version)
+    head = response_header(header.correlation_id, flexible)
+    return _SIZE.pack(len(head) + len(body)) + head + body
+
+
+class ParkedReply:
+    """A response slot filled later, when the coordinator (or a timer) resolves it."""
+
+    __slots__ = ("_build", "_conn", "_header", "_spec", "data")
+
+    def __init__(
+        self, conn: KafkaConnection, header: RequestHeader, spec: ApiSpec, build: Callable
+    ) -> None:
+        self._conn = conn
+        self._header = header
+        self._spec = spec
+        self._build = build
+        self.data: bytes | None = None
+
+    def resolve(self, outcome: Any) -> None:
+        if self.data is not None:
+            return
+        self.data = encode_response(self._header, self._spec, self._build(outcome))
+        self._conn.flush()
+
+
+class KafkaConnection(asyncio.Protocol):
+    def __init__(self, broker: Broker) -> None:
+        self.broker = broker
+        self.transport: asyncio.Transport | None = None
+        self._reader = FrameReader(broker.config.socket_request_max_bytes)
+        self._queue: deque[bytes | ParkedReply] = deque()
+        self.closed = False
+        self.peer = "unknown"
+        self.client_host = ""
+        self.local_host = ""
+        self.local_port = 0
+        self._client_id: str | None = None
+
+    # -- asyncio.Protocol -----------------------------------------------------------------
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        # uvloop's transports are not asyncio.Transport subclasses, only alike.
+        self.transport = transport  # type: ignore[assignment]
+        peer = transport.get_extra_info("peername")
+        local = transport.get_extra_info("sockname")
+        if peer:
+            self.peer = f"{peer[0]}:{peer[1]}"
+            self.client_host = f"/{peer[0]}"
+        if local:
+            self.local_host, self.local_port = local[0], local[1]
+        self.broker.connections.add(self)
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.closed = True
+        self._queue.clear()
+        self.broker.connections.discard(self)
+
+    def data_received(self, data: bytes) -> None:
+        try:
+            frames = self._reader.feed(data)
+        except (FrameTooLarge, NegativeFrameSize) as exc:
+            self.abort(str(exc))
+            return
+        for frame in frames:
+            if self.closed:
+                return
+            self._dispatch(frame)
+
+    # -- requests -------------------------------------------------------------------------
+
+    def _dispatch(self, frame: bytes) -> None:
+        try:
+            header, pos = parse_request_header(frame)
+        except MalformedHeader as exc:
+            self.abort(f"malformed request header: {exc}")
+            return
+        self._client_id = header.client_id
+        handler = self.broker.handlers.get(header.api_key)
+        if handler is None:
+            self.abort(f"unknown API key {header.api_key}")
+            return
+        spec = handler.spec
+        version = header.api_version
+        if not handler.supports(version):
+            self._unsupported_version(handler, header)
+            return
+        try:
+            if spec.request_flexible(version):
+                pos = skip_tagged_fields(frame, pos)
+            request = spec.request.decode(memoryview(frame)[pos:], version=version)
+        except Exception as exc:
+            self.abort(f"undecodable {spec.name} v{version} request: {exc!r}")
+            return
+        ctx = RequestContext(self.broker, self, header, spec)
+        try:
+            out = handler.handle(ctx, request)
+            slot = out if isinstance(out, ParkedReply) else encode_response(header, spec, out)
+        except Exception:
+            log.exception(
+                "error handling %s v%d from %s (client id %r)",
+                spec.name,
+                version,
+                self.peer,
+                header.client_id,
+            )
+            self.abort(f"internal error handling {spec.name} v{version}")
+            return
+        self._queue.append(slot)
+        self.flush()
+
+    def _unsupported_version(self, handler: Handler, header: RequestHeader) -> None:
+        spec = handler.spec
+        log.info(
+            "%s v%d from %s (client id %r) is not a version we serve (%d-%d): UNSUPPORTED_VERSION",
+            spec.name,
+            header.api_version,
+            self.peer,
+            header.client_id,
+            handler.min_version,
+            handler.max_version,
+        )
+        if spec.key == API_VERSIONS_KEY:
+            # KIP-511: answer at v0 with our whole list, so the client can retry at a version
+            # we serve.
+            response = api_versions.build(
+                0, ErrorCode.UNSUPPORTED_VERSION, self.broker.handlers.api_versions()
+            )
+            header = RequestHeader(header.api_key, 0, header.correlation_id, header.client_id)
+        else:
+            # Answer in the nearest layout we know; clients read the error code first.
+            version = min(max(header.api_version, spec.min_version), spec.max_version)
+            fields = {"error_code": ErrorCode.UNSUPPORTED_VERSION}
+            if "error_code" not in spec.response._struct.fields:
+                fields = {}
+            response = spec.response(version=version, **fields)
+            header = RequestHeader(header.api_key, version, header.correlation_id, header.client_id)
+        self._queue.append(encode_response(header, spec, response))
+        self.flush()
+
+    # -- responses ------------------------------------------------------------------------
+
+    def park(self, header: RequestHeader, spec: ApiSpec, build: Callable) -> ParkedReply:
+        return ParkedReply(self, header, spec, build)
+
+    def flush(self) -> None:
+        """Write every finished response at the head of the queue, in order."""
+        if self.closed or self.transport is None:
+            self._queue.clear()
+            return
+        queue = self._queue
+        out = []
+        while queue:
+            head = queue[0]
+            data = head.data if isinstance(head, ParkedReply) else head
+            if data is None:
+                break
+            queue.popleft()
+            out.append(data)
+        if out:
+            self.transport.write(out[0] if len(out) == 1 else b"".join(out))
+
+    def abort(self, reason: str) -> None:
+        if self.closed:
+            return
+        log.warning(
+            "closing connection from %s (client id %r): %s", self.peer, self._client_id, reason
+        )
+        self.closed = True
+        self._queue.clear()
+        if self.transport is not None:
+            self.transport.close()

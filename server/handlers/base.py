@@ -1,0 +1,87 @@
+"""What a handler is, and what it is given.
+
+A handler turns one decoded request into a response object, or into a parked reply that the
+coordinator completes later (JoinGroup waiting for the group, a follower's SyncGroup waiting
+for the leader, a Fetch long-poll). Handlers never touch sockets or bytes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Protocol
+
+from minicoord.protocol.apis import ApiSpec
+from minicoord.protocol.headers import RequestHeader
+
+if TYPE_CHECKING:
+    from minicoord.server.broker import Broker
+
+# Stand-in for the authorized-operations bitfields we are never asked to compute
+# (kafka-python encodes None as Kafka's "not requested", INT32_MIN).
+NOT_REQUESTED = None
+
+
+class Parked(Protocol):
+    """A reply completed later: `resolve(outcome)` builds and sends the response."""
+
+    def resolve(self, outcome: Any) -> None: ...
+
+
+class Channel(Protocol):
+    """The connection side a handler may use."""
+
+    client_host: str
+    local_host: str
+    local_port: int
+
+    def park(self, header: RequestHeader, spec: ApiSpec, build: Callable[[Any], Any]) -> Parked: ...
+
+
+@dataclass(slots=True)
+class RequestContext:
+    broker: Broker
+    channel: Channel
+    header: RequestHeader
+    spec: ApiSpec
+
+    @property
+    def version(self) -> int:
+        return self.header.api_version
+
+    @property
+    def client_id(self) -> str:
+        return self.header.client_id or ""
+
+    def park(self, build: Callable[[Any], Any]) -> Parked:
+        """A reply sent once `resolve(outcome)` is called; `build(outcome)` makes the response."""
+        return self.channel.park(self.header, self.spec, build)
+
+
+HandleFn = Callable[[RequestContext, Any], Any]
+
+
+@dataclass(frozen=True, slots=True)
+class Handler:
+    spec: ApiSpec
+    handle: HandleFn
+    min_version: int
+    max_version: int
+
+    @classmethod
+    def for_spec(
+        cls,
+        spec: ApiSpec,
+        handle: HandleFn,
+        min_version: int | None = None,
+        max_version: int | None = None,
+    ) -> Handler:
+        return cls(
+            spec,
+            handle,
+            spec.min_version if min_version is None else min_version,
+            spec.max_version if max_version is None else max_version,
+        )
+
+    def supports(self, version: int) -> bool:
+        return self.min_version <= version <= self.max_version

@@ -1,0 +1,32 @@
+"""DeleteGroups (key 42), versions 0-2.
+
+Only an Empty group can be deleted (NON_EMPTY_GROUP otherwise); its group metadata and every
+committed offset are tombstoned. v2 is flexible.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from kafka.protocol.admin import DeleteGroupsResponse
+from minicoord.protocol.apis import SPECS
+from minicoord.server.handlers.base import Handler, RequestContext
+
+API_KEY = 42
+
+
+def handle(ctx: RequestContext, request: Any) -> Any:
+    broker = ctx.broker
+    names = list(request.groups_names)
+    errors = broker.apply(broker.coordinator.delete_groups(broker.now(), names))
+    return DeleteGroupsResponse(
+        version=ctx.version,
+        throttle_time_ms=0,
+        results=[
+            DeleteGroupsResponse.DeletableGroupResult(group_id=name, error_code=error)
+            for name, error in zip(names, errors, strict=True)
+        ],
+    )
+
+
+HANDLER = Handler.for_spec(SPECS[API_KEY], handle)

@@ -1,0 +1,72 @@
+"""FindCoordinator (key 10), versions 0-6.
+
+Every group's coordinator is this node. v1 adds the key type (0 group, 1 transaction) and an
+error message; v3 is flexible; v4 batches keys (KIP-699); v5/v6 only widen the errors a
+client must handle. A transaction key is answered COORDINATOR_NOT_AVAILABLE: minicoord serves
+no transaction coordinator, and saying so beats pointing the client at APIs it lacks.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from kafka.protocol.metadata import FindCoordinatorResponse
+from minicoord.protocol.apis import SPECS
+from minicoord.protocol.errors import ErrorCode
+from minicoord.server.handlers.base import Handler, RequestContext
+
+API_KEY = 10
+GROUP_KEY = 0
+TRANSACTION_KEY = 1
+
+
+def _lookup(ctx: RequestContext, key: str, key_type: int) -> tuple[ErrorCode, str | None]:
+    if key_type == TRANSACTION_KEY:
+        return ErrorCode.COORDINATOR_NOT_AVAILABLE, "minicoord has no transaction coordinator"
+    if key_type != GROUP_KEY:
+        return ErrorCode.INVALID_REQUEST, f"unknown key type {key_type}"
+    if not key:
+        return ErrorCode.INVALID_REQUEST, "empty group id"
+    error = ctx.broker.coordinator.unavailable(key)
+    # A loading partition still has this node as its coordinator; the group requests that
+    # follow get COORDINATOR_LOAD_IN_PROGRESS. Failed or moved partitions have none here.
+    if error is not None and error is not ErrorCode.COORDINATOR_LOAD_IN_PROGRESS:
+        return ErrorCode.COORDINATOR_NOT_AVAILABLE, "the group's offsets partition is unavailable"
+    return ErrorCode.NONE, None
+
+
+def handle(ctx: RequestContext, request: Any) -> Any:
+    node = ctx.broker.config.broker_id
+    host, port = ctx.channel.local_host, ctx.channel.local_port
+    version = ctx.version
+    key_type = request.key_type if version >= 1 else GROUP_KEY
+    if version < 4:
+        error, message = _lookup(ctx, request.key, key_type)
+        ok = error is ErrorCode.NONE
+        return FindCoordinatorResponse(
+            version=version,
+            throttle_time_ms=0,
+            error_code=error,
+            error_message=message,
+            node_id=node if ok else -1,
+            host=host if ok else "",
+            port=port if ok else -1,
+        )
+    coordinators = []
+    for key in request.coordinator_keys:
+        error, message = _lookup(ctx, key, key_type)
+        ok = error is ErrorCode.NONE
+        coordinators.append(
+            FindCoordinatorResponse.Coordinator(
+                key=key,
+                node_id=node if ok else -1,
+                host=host if ok else "",
+                port=port if ok else -1,
+                error_code=error,
+                error_message=message,
+            )
+        )
+    return FindCoordinatorResponse(version=version, throttle_time_ms=0, coordinators=coordinators)
+
+
+HANDLER = Handler.for_spec(SPECS[API_KEY], handle)

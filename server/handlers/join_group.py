@@ -1,0 +1,67 @@
+"""JoinGroup (key 11), versions 0-9.
+
+v1 adds the rebalance timeout (v0 uses the session timeout for both); v4 makes a dynamic
+member with no id come back with the id we hand it (MEMBER_ID_REQUIRED, KIP-394); v5 static
+membership (group.instance.id, KIP-345); v6 is flexible; v7 returns the protocol type; v8
+carries the client's reason; v9 can tell a returning static leader to skip assignment
+(KIP-814). The reply is parked until the join phase completes.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from kafka.protocol.consumer import JoinGroupResponse
+from minicoord.protocol.apis import SPECS
+from minicoord.server.coordinator.results import JoinOutcome
+from minicoord.server.handlers.base import Handler, RequestContext
+
+API_KEY = 11
+Member = JoinGroupResponse.JoinGroupResponseMember
+
+
+def handle(ctx: RequestContext, request: Any) -> Any:
+    version = ctx.version
+
+    def build(outcome: JoinOutcome) -> Any:
+        protocol_name = outcome.protocol_name
+        if protocol_name is None and version < 7:
+            protocol_name = ""
+        return JoinGroupResponse(
+            version=version,
+            throttle_time_ms=0,
+            error_code=outcome.error,
+            generation_id=outcome.generation_id,
+            protocol_type=outcome.protocol_type,
+            protocol_name=protocol_name,
+            leader=outcome.leader_id,
+            skip_assignment=outcome.skip_assignment,
+            member_id=outcome.member_id,
+            members=[Member(m.member_id, m.group_instance_id, m.metadata) for m in outcome.members],
+        )
+
+    parked = ctx.park(build)
+    broker = ctx.broker
+    result = broker.coordinator.join_group(
+        broker.now(),
+        parked,
+        group_id=request.group_id,
+        member_id=request.member_id,
+        group_instance_id=request.group_instance_id if version >= 5 else None,
+        client_id=ctx.client_id,
+        client_host=ctx.channel.client_host,
+        session_timeout_ms=request.session_timeout_ms,
+        rebalance_timeout_ms=request.rebalance_timeout_ms
+        if version >= 1
+        else request.session_timeout_ms,
+        protocol_type=request.protocol_type,
+        protocols=[(p.name, bytes(p.metadata)) for p in request.protocols],
+        require_known_member_id=version >= 4,
+        supports_skip_assignment=version >= 9,
+        reason=request.reason if version >= 8 else None,
+    )
+    broker.apply(result)
+    return parked
+
+
+HANDLER = Handler.for_spec(SPECS[API_KEY], handle)

@@ -1,0 +1,45 @@
+"""LeaveGroup (key 13), versions 0-5.
+
+v0-2 name one member; v3 takes a batch of members, by member id or group.instance.id
+(KIP-345), with an error per member; v4 is flexible; v5 carries a reason per member.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from kafka.protocol.consumer import LeaveGroupResponse
+from minicoord.protocol.apis import SPECS
+from minicoord.protocol.errors import ErrorCode
+from minicoord.server.handlers.base import Handler, RequestContext
+
+API_KEY = 13
+
+
+def handle(ctx: RequestContext, request: Any) -> Any:
+    version = ctx.version
+    if version < 3:
+        leaving: list[tuple[str, str | None]] = [(request.member_id, None)]
+    else:
+        leaving = [(m.member_id, m.group_instance_id) for m in request.members]
+    broker = ctx.broker
+    outcome = broker.apply(broker.coordinator.leave_group(broker.now(), request.group_id, leaving))
+    if version < 3:
+        error = outcome.error
+        if error is ErrorCode.NONE and outcome.members:
+            error = outcome.members[0].error
+        return LeaveGroupResponse(version=version, throttle_time_ms=0, error_code=error)
+    return LeaveGroupResponse(
+        version=version,
+        throttle_time_ms=0,
+        error_code=outcome.error,
+        members=[
+            LeaveGroupResponse.MemberResponse(
+                member_id=m.member_id, group_instance_id=m.group_instance_id, error_code=m.error
+            )
+            for m in outcome.members
+        ],
+    )
+
+
+HANDLER = Handler.for_spec(SPECS[API_KEY], handle)

@@ -1,0 +1,106 @@
+"""Metadata (key 3), versions 0-13.
+
+This node is the only broker and leads every partition of every topic. v1 adds the
+controller and internal flags (v0 asks for all topics with an empty list, v1+ with null);
+v2 the cluster id; v4 lets the client forbid auto-creation; v7 leader epochs; v8 authorized
+operations (never computed: reported as not requested); v9 is flexible; v10 topic ids and
+lookup by id; v12 nullable topic names; v13 a top-level error code.
+"""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+from kafka.protocol.metadata import MetadataResponse
+from minicoord.protocol.apis import SPECS
+from minicoord.protocol.errors import ErrorCode
+from minicoord.server.handlers.base import Handler, RequestContext
+from minicoord.server.topics import Topic, topic_name_error
+
+API_KEY = 3
+_ZERO_UUID = uuid.UUID(int=0)
+Partition = MetadataResponse.MetadataResponseTopic.MetadataResponsePartition
+
+
+def _topic(topic: Topic, node: int) -> Any:
+    return MetadataResponse.MetadataResponseTopic(
+        error_code=ErrorCode.NONE,
+        name=topic.name,
+        topic_id=topic.topic_id,
+        is_internal=topic.internal,
+        partitions=[
+            Partition(
+                error_code=ErrorCode.NONE,
+                partition_index=i,
+                leader_id=node,
+                leader_epoch=0,
+                replica_nodes=[node],
+                isr_nodes=[node],
+                offline_replicas=[],
+            )
+            for i in range(topic.partitions)
+        ],
+    )
+
+
+def _error(name: str | None, topic_id: uuid.UUID | None, error: ErrorCode) -> Any:
+    return MetadataResponse.MetadataResponseTopic(
+        error_code=error,
+        name=name,
+        topic_id=topic_id or _ZERO_UUID,
+        is_internal=False,
+        partitions=[],
+    )
+
+
+def handle(ctx: RequestContext, request: Any) -> Any:
+    broker = ctx.broker
+    config = broker.config
+    registry = broker.topics
+    node = config.broker_id
+    version = ctx.version
+    requested = request.topics
+    topics = []
+    if requested is None or (version == 0 and not requested):
+        topics = [_topic(t, node) for t in registry.all()]
+    else:
+        allow_create = config.auto_create_topics_enable and (
+            version < 4 or request.allow_auto_topic_creation
+        )
+        for entry in requested:
+            name = entry.name
+            if name is None:
+                found = registry.by_id(entry.topic_id)
+                topics.append(
+                    _topic(found, node)
+                    if found
+                    else _error(None, entry.topic_id, ErrorCode.UNKNOWN_TOPIC_ID)
+                )
+                continue
+            found = registry.get(name)
+            if found is None:
+                if topic_name_error(name) is not None:
+                    topics.append(_error(name, None, ErrorCode.INVALID_TOPIC_EXCEPTION))
+                    continue
+                if not allow_create:
+                    topics.append(_error(name, None, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION))
+                    continue
+                found = registry.create(name, config.num_partitions)
+            topics.append(_topic(found, node))
+    return MetadataResponse(
+        version=version,
+        throttle_time_ms=0,
+        brokers=[
+            MetadataResponse.MetadataResponseBroker(
+                node_id=node, host=ctx.channel.local_host, port=ctx.channel.local_port, rack=None
+            )
+        ],
+        cluster_id=broker.cluster_id,
+        controller_id=node,
+        topics=topics,
+        error_code=ErrorCode.NONE,
+    )
+
+
+HANDLER = Handler.for_spec(SPECS[API_KEY], handle)

@@ -1,0 +1,78 @@
+"""OffsetCommit (key 8), versions 2-10 (Kafka 4 dropped 0-1).
+
+v2-4 carry a retention time, ignored as Kafka has since 2.1 (KIP-211: retention runs from
+when the group empties); v6 adds leader epochs; v7 group.instance.id; v8 is flexible; v10
+names topics by id. Partitions of topics this cluster does not have are answered
+UNKNOWN_TOPIC_OR_PARTITION (UNKNOWN_TOPIC_ID by id), as Kafka does; the rest are validated
+against the group and committed together, persisted before the reply.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from kafka.protocol.consumer import OffsetCommitResponse
+from minicoord.protocol.apis import SPECS
+from minicoord.protocol.errors import ErrorCode
+from minicoord.server.coordinator.coordinator import OffsetCommitEntry
+from minicoord.server.handlers.base import Handler, RequestContext
+
+API_KEY = 8
+TopicResponse = OffsetCommitResponse.OffsetCommitResponseTopic
+PartitionResponse = TopicResponse.OffsetCommitResponsePartition
+
+
+def handle(ctx: RequestContext, request: Any) -> Any:
+    version = ctx.version
+    broker = ctx.broker
+    registry = broker.topics
+    by_id = version >= 10
+    # Per request partition: the error decided here, or None to take the coordinator's.
+    slots: list[tuple[Any, Any, list[ErrorCode | None]]] = []
+    entries: list[OffsetCommitEntry] = []
+    for t in request.topics:
+        known = registry.by_id(t.topic_id) if by_id else registry.get(t.name)
+        missing = ErrorCode.UNKNOWN_TOPIC_ID if by_id else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+        decided: list[ErrorCode | None] = []
+        for p in t.partitions:
+            if known is None or not 0 <= p.partition_index < known.partitions:
+                decided.append(missing)
+                continue
+            decided.append(None)
+            entries.append(
+                OffsetCommitEntry(
+                    known.name,
+                    p.partition_index,
+                    p.committed_offset,
+                    p.committed_leader_epoch if version >= 6 else -1,
+                    p.committed_metadata,
+                )
+            )
+        slots.append((t, known, decided))
+    errors: list[ErrorCode] = []
+    if entries:
+        errors = broker.apply(
+            broker.coordinator.commit_offsets(
+                broker.now(),
+                request.group_id,
+                request.generation_id_or_member_epoch,
+                request.member_id,
+                request.group_instance_id if version >= 7 else None,
+                entries,
+            )
+        )
+    coordinator_errors = iter(errors)
+    topics = []
+    for t, _known, decided in slots:
+        partitions = [
+            PartitionResponse(
+                partition_index=p.partition_index,
+                error_code=error if error is not None else next(coordinator_errors),
+            )
+            for p, error in zip(t.partitions, decided, strict=True)
+        ]
+        topics.append(TopicResponse(name=t.name, topic_id=t.topic_id, partitions=partitions))
+    return OffsetCommitResponse(version=version, throttle_time_ms=0, topics=topics)
+
+
+HANDLER = Handler.for_spec(SPECS[API_KEY], handle)

@@ -1,0 +1,109 @@
+"""OffsetFetch (key 9), versions 1-10 (Kafka 4 dropped 0).
+
+v2 fetches all of a group's offsets with null topics and adds a top-level error; v5 leader
+epochs; v6 is flexible; v7 require_stable (no transactions here, so nothing is ever
+unstable); v8 batches groups (KIP-709); v9 member id and epoch for KIP-848 groups (classic
+groups ignore them); v10 names topics by id. A partition with no commit is offset -1.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterable
+from typing import Any
+
+from kafka.protocol.consumer import OffsetFetchResponse
+from minicoord.protocol.apis import SPECS
+from minicoord.protocol.errors import ErrorCode
+from minicoord.server.coordinator.offsets import CommittedOffset, TopicPartition
+from minicoord.server.handlers.base import Handler, RequestContext
+
+API_KEY = 9
+_ZERO_UUID = uuid.UUID(int=0)
+V7Topic = OffsetFetchResponse.OffsetFetchResponseTopic
+V7Partition = V7Topic.OffsetFetchResponsePartition
+Group = OffsetFetchResponse.OffsetFetchResponseGroup
+V8Topic = Group.OffsetFetchResponseTopics
+V8Partition = V8Topic.OffsetFetchResponsePartitions
+
+
+def _fetch(
+    ctx: RequestContext, group_id: str, topics: Iterable[Any] | None, by_id: bool
+) -> tuple[ErrorCode, dict[str, list[tuple[int, CommittedOffset | None, ErrorCode]]]]:
+    """Offsets grouped by topic name; unknown topic ids are reported per partition."""
+    registry = ctx.broker.topics
+    wanted: list[TopicPartition] | None = None
+    unknown: dict[str, list[tuple[int, CommittedOffset | None, ErrorCode]]] = {}
+    if topics is not None:
+        wanted = []
+        for t in topics:
+            if by_id:
+                known = registry.by_id(t.topic_id)
+                if known is None:
+                    unknown[str(t.topic_id)] = [
+                        (i, None, ErrorCode.UNKNOWN_TOPIC_ID) for i in t.partition_indexes
+                    ]
+                    continue
+                name = known.name
+            else:
+                name = t.name
+            wanted.extend((name, i) for i in t.partition_indexes)
+    error, found = ctx.broker.coordinator.fetch_offsets(group_id, wanted)
+    by_topic: dict[str, list[tuple[int, CommittedOffset | None, ErrorCode]]] = {}
+    if wanted is not None and error is not ErrorCode.NONE:
+        # Versions without a group-level error field still need to see it per partition.
+        found = [(tp, None) for tp in wanted]
+    for (topic, index), committed in found:
+        by_topic.setdefault(topic, []).append((index, committed, error))
+    by_topic.update(unknown)
+    return error, by_topic
+
+
+def _topic_id(ctx: RequestContext, name: str) -> uuid.UUID:
+    known = ctx.broker.topics.get(name)
+    if known is not None:
+        return known.topic_id
+    try:
+        return uuid.UUID(name)  # an unknown id we reported under its own text
+    except ValueError:
+        return _ZERO_UUID
+
+
+def _partition(cls: Any, index: int, c: CommittedOffset | None, error: ErrorCode) -> Any:
+    return cls(
+        partition_index=index,
+        committed_offset=c.offset if c else -1,
+        committed_leader_epoch=c.leader_epoch if c else -1,
+        metadata=c.metadata if c else "",
+        error_code=error,
+    )
+
+
+def handle(ctx: RequestContext, request: Any) -> Any:
+    version = ctx.version
+    if version < 8:
+        error, by_topic = _fetch(ctx, request.group_id, request.topics, by_id=False)
+        topics = [
+            V7Topic(name=name, partitions=[_partition(V7Partition, *p) for p in parts])
+            for name, parts in by_topic.items()
+        ]
+        return OffsetFetchResponse(
+            version=version, throttle_time_ms=0, topics=topics, error_code=error
+        )
+    by_id = version >= 10
+    groups = []
+    for g in request.groups:
+        error, by_topic = _fetch(ctx, g.group_id, g.topics, by_id=by_id)
+        topics = [
+            V8Topic(
+                name=name,
+                topic_id=_topic_id(ctx, name) if by_id else None,
+                partitions=[_partition(V8Partition, *p) for p in parts],
+            )
+            for name, parts in by_topic.items()
+        ]
+        groups.append(Group(group_id=g.group_id, topics=topics, error_code=error))
+    return OffsetFetchResponse(version=version, throttle_time_ms=0, groups=groups)
+
+
+HANDLER = Handler.for_spec(SPECS[API_KEY], handle)

@@ -1,0 +1,50 @@
+"""SyncGroup (key 14), versions 0-5.
+
+The leader sends every member's assignment; followers wait for it (a parked reply). v3 adds
+group.instance.id; v4 is flexible; v5 names the protocol type and name the member believes
+were chosen, and a mismatch is INCONSISTENT_GROUP_PROTOCOL.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from kafka.protocol.consumer import SyncGroupResponse
+from minicoord.protocol.apis import SPECS
+from minicoord.server.coordinator.results import SyncOutcome
+from minicoord.server.handlers.base import Handler, RequestContext
+
+API_KEY = 14
+
+
+def handle(ctx: RequestContext, request: Any) -> Any:
+    version = ctx.version
+
+    def build(outcome: SyncOutcome) -> Any:
+        return SyncGroupResponse(
+            version=version,
+            throttle_time_ms=0,
+            error_code=outcome.error,
+            protocol_type=outcome.protocol_type,
+            protocol_name=outcome.protocol_name,
+            assignment=outcome.assignment,
+        )
+
+    parked = ctx.park(build)
+    broker = ctx.broker
+    result = broker.coordinator.sync_group(
+        broker.now(),
+        parked,
+        group_id=request.group_id,
+        generation_id=request.generation_id,
+        member_id=request.member_id,
+        group_instance_id=request.group_instance_id if version >= 3 else None,
+        protocol_type=request.protocol_type if version >= 5 else None,
+        protocol_name=request.protocol_name if version >= 5 else None,
+        assignments={a.member_id: bytes(a.assignment) for a in request.assignments},
+    )
+    broker.apply(result)
+    return parked
+
+
+HANDLER = Handler.for_spec(SPECS[API_KEY], handle)
