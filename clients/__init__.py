@@ -1,0 +1,1 @@
+"""Lean asyncio Kafka protocol clients, for tests and the load generator."""

@@ -1,0 +1,87 @@
+"""Run `minicoord serve` as a child process on an ephemeral port (tests, benchmarks).
+
+The child is the real command line; its ready line gives the port it bound."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+
+READY_PREFIX = "minicoord listening on "
+
+
+@dataclass
+class ServerProcess:
+    proc: subprocess.Popen[str]
+    host: str
+    port: int
+    stderr_lines: list[str] = field(default_factory=list)
+
+    @property
+    def bootstrap(self) -> str:
+        return f"{self.host}:{self.port}"
+
+    @property
+    def log(self) -> str:
+        return "".join(self.stderr_lines)
+
+    def stop(self, timeout: float = 10) -> int:
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(timeout)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(timeout)
+        return self.proc.returncode
+
+    def kill(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait(10)
+
+
+def start_server_process(
+    configs: dict[str, object] | None = None,
+    topics: Iterable[tuple[str, int]] = (),
+    timeout: float = 15,
+    extra_args: Iterable[str] = (),
+) -> ServerProcess:
+    cmd = [sys.executable, "-m", "minicoord.server.cli", "serve", "--host", "127.0.0.1"]
+    cmd += ["--port", "0"]
+    for key, value in (configs or {}).items():
+        cmd += ["--config", f"{key}={str(value).lower() if isinstance(value, bool) else value}"]
+    for name, partitions in topics:
+        cmd += ["--topic", f"{name}:{partitions}"]
+    cmd += list(extra_args)
+    proc = subprocess.Popen(
+        cmd,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "PYTHONUNBUFFERED": "1"},
+    )
+    assert proc.stdout is not None and proc.stderr is not None
+    server = ServerProcess(proc, "127.0.0.1", 0)
+
+    def drain_stderr() -> None:
+        assert proc.stderr is not None
+        for line in proc.stderr:
+            server.stderr_lines.append(line)
+
+    threading.Thread(target=drain_stderr, daemon=True).start()
+    deadline = time.monotonic() + timeout
+    line = proc.stdout.readline()
+    if not line.startswith(READY_PREFIX) or time.monotonic() > deadline:
+        proc.kill()
+        proc.wait(5)
+        raise RuntimeError(f"server did not start: {line!r}\n{server.log}")
+    address = line[len(READY_PREFIX) :].strip()
+    server.port = int(address.rsplit(":", 1)[1])
+    return server

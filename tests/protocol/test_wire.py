@@ -1,0 +1,329 @@
+"""The wire contract, over a real socket with the raw protocol client.
+
+Every API at every version it is advertised at gets a real request and must answer with a
+decodable response; bad input closes the connection with a log line, and the server keeps
+serving everyone else.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import struct
+import uuid
+from typing import Any
+
+import pytest
+from kafka.protocol.admin import (
+    CreateTopicsRequest,
+    DeleteGroupsRequest,
+    DescribeGroupsRequest,
+    ListGroupsRequest,
+)
+from kafka.protocol.consumer import (
+    FetchRequest,
+    HeartbeatRequest,
+    JoinGroupRequest,
+    LeaveGroupRequest,
+    ListOffsetsRequest,
+    OffsetCommitRequest,
+    OffsetDeleteRequest,
+    OffsetFetchRequest,
+    SyncGroupRequest,
+)
+from kafka.protocol.metadata import ApiVersionsRequest, FindCoordinatorRequest, MetadataRequest
+from minicoord.clients.connection import ConnectionClosed, ProtocolClient
+from minicoord.protocol.apis import SPECS
+from minicoord.protocol.errors import ErrorCode
+from minicoord.server.app import Server
+from minicoord.server.handlers import HandlerRegistry
+
+TOPIC = "topic6"
+
+
+def _sample(key: int, version: int, topic_id: uuid.UUID) -> tuple[Any, Any]:
+    """A well-formed request for (key, version), and a check of its response."""
+    group = f"wire-{key}-{version}"
+    if key == 18:
+        req = ApiVersionsRequest(
+            version=version, client_software_name="raw", client_software_version="1"
+        )
+        return req, lambda r: r.error_code == 0 and len(r.api_keys) == len(SPECS)
+    if key == 3:
+        topics = [MetadataRequest.MetadataRequestTopic(name=TOPIC, topic_id=None)]
+        req = MetadataRequest(version=version, topics=topics, allow_auto_topic_creation=False)
+        return req, lambda r: [len(t.partitions) for t in r.topics] == [6]
+    if key == 10:
+        req = FindCoordinatorRequest(
+            version=version, key=group, key_type=0, coordinator_keys=[group, group + "x"]
+        )
+        if version < 4:
+            return req, lambda r: r.error_code == 0 and r.node_id == 0
+        return req, lambda r: [c.error_code for c in r.coordinators] == [0, 0]
+    if key == 19:
+        topic = CreateTopicsRequest.CreatableTopic(
+            name=f"created-{version}",
+            num_partitions=2,
+            replication_factor=1,
+            assignments=[],
+            configs=[],
+        )
+        req = CreateTopicsRequest(
+            version=version, topics=[topic], timeout_ms=1000, validate_only=False
+        )
+        return req, lambda r: [t.error_code for t in r.topics] == [0]
+    if key == 2:
+        part = ListOffsetsRequest.ListOffsetsTopic.ListOffsetsPartition(
+            partition_index=1, current_leader_epoch=-1, timestamp=-1, max_num_offsets=1
+        )
+        topic = ListOffsetsRequest.ListOffsetsTopic(name=TOPIC, partitions=[part])
+        req = ListOffsetsRequest(
+            version=version, replica_id=-1, isolation_level=0, topics=[topic], timeout_ms=1000
+        )
+        return req, lambda r: r.topics[0].partitions[0].offset == 0
+    if key == 1:
+        part = FetchRequest.FetchTopic.FetchPartition(
+            partition=0,
+            current_leader_epoch=-1,
+            fetch_offset=0,
+            last_fetched_epoch=-1,
+            log_start_offset=-1,
+            partition_max_bytes=1024,
+        )
+        topic = FetchRequest.FetchTopic(topic=TOPIC, topic_id=topic_id, partitions=[part])
+        req = FetchRequest(
+            version=version,
+            replica_id=-1,
+            max_wait_ms=10,
+            min_bytes=1,
+            max_bytes=1024,
+            isolation_level=0,
+            session_id=0,
+            session_epoch=-1,
+            topics=[topic],
+            forgotten_topics_data=[],
+            rack_id="",
+        )
+        return req, lambda r: r.responses[0].partitions[0].error_code == 0
+    if key == 11:
+        req = JoinGroupRequest(
+            version=version,
+            group_id=group,
+            session_timeout_ms=10_000,
+            rebalance_timeout_ms=10_000,
+            member_id="",
+            group_instance_id=None,
+            protocol_type="consumer",
+            protocols=[JoinGroupRequest.JoinGroupRequestProtocol(name="range", metadata=b"")],
+        )
+        expected = ErrorCode.MEMBER_ID_REQUIRED if version >= 4 else ErrorCode.NONE
+        return req, lambda r: r.error_code == expected and r.member_id
+    if key == 14:
+        req = SyncGroupRequest(
+            version=version,
+            group_id=group,
+            generation_id=1,
+            member_id="nobody",
+            group_instance_id=None,
+            protocol_type="consumer",
+            protocol_name="range",
+            assignments=[],
+        )
+        return req, lambda r: r.error_code == ErrorCode.UNKNOWN_MEMBER_ID
+    if key == 12:
+        req = HeartbeatRequest(
+            version=version,
+            group_id=group,
+            generation_id=1,
+            member_id="nobody",
+            group_instance_id=None,
+        )
+        return req, lambda r: r.error_code == ErrorCode.UNKNOWN_MEMBER_ID
+    if key == 13:
+        member = LeaveGroupRequest.MemberIdentity(
+            member_id="nobody", group_instance_id=None, reason=None
+        )
+        req = LeaveGroupRequest(
+            version=version, group_id=group, member_id="nobody", members=[member]
+        )
+        if version < 3:
+            return req, lambda r: r.error_code == ErrorCode.UNKNOWN_MEMBER_ID
+        return req, lambda r: [m.error_code for m in r.members] == [ErrorCode.UNKNOWN_MEMBER_ID]
+    if key == 8:
+        part = OffsetCommitRequest.OffsetCommitRequestTopic.OffsetCommitRequestPartition(
+            partition_index=2,
+            committed_offset=42,
+            committed_leader_epoch=-1,
+            commit_timestamp=-1,
+            committed_metadata="m",
+        )
+        topic = OffsetCommitRequest.OffsetCommitRequestTopic(
+            name=TOPIC, topic_id=topic_id, partitions=[part]
+        )
+        req = OffsetCommitRequest(
+            version=version,
+            group_id=group,
+            generation_id_or_member_epoch=-1,
+            member_id="",
+            group_instance_id=None,
+            retention_time_ms=-1,
+            topics=[topic],
+        )
+        return req, lambda r: r.topics[0].partitions[0].error_code == 0
+    if key == 9:
+        if version < 8:
+            topic = OffsetFetchRequest.OffsetFetchRequestTopic(name=TOPIC, partition_indexes=[0])
+            req = OffsetFetchRequest(
+                version=version, group_id=group, topics=[topic], require_stable=False
+            )
+            return req, lambda r: r.topics[0].partitions[0].committed_offset == -1
+        gtopic = OffsetFetchRequest.OffsetFetchRequestGroup.OffsetFetchRequestTopics(
+            name=TOPIC, topic_id=topic_id, partition_indexes=[0]
+        )
+        g = OffsetFetchRequest.OffsetFetchRequestGroup(
+            group_id=group, member_id=None, member_epoch=-1, topics=[gtopic]
+        )
+        req = OffsetFetchRequest(version=version, groups=[g], require_stable=False)
+        return req, lambda r: r.groups[0].topics[0].partitions[0].committed_offset == -1
+    if key == 15:
+        req = DescribeGroupsRequest(
+            version=version, groups=[group], include_authorized_operations=False
+        )
+        expected = ErrorCode.GROUP_ID_NOT_FOUND if version >= 6 else ErrorCode.NONE
+        return (
+            req,
+            lambda r: r.groups[0].error_code == expected and r.groups[0].group_state == "Dead",
+        )
+    if key == 16:
+        req = ListGroupsRequest(version=version, states_filter=[], types_filter=[])
+        return req, lambda r: r.error_code == 0
+    if key == 42:
+        req = DeleteGroupsRequest(version=version, groups_names=[group])
+        return req, lambda r: [x.error_code for x in r.results] == [ErrorCode.GROUP_ID_NOT_FOUND]
+    if key == 47:
+        part = OffsetDeleteRequest.OffsetDeleteRequestTopic.OffsetDeleteRequestPartition(
+            partition_index=0
+        )
+        topic = OffsetDeleteRequest.OffsetDeleteRequestTopic(name=TOPIC, partitions=[part])
+        req = OffsetDeleteRequest(version=version, group_id=group, topics=[topic])
+        return req, lambda r: r.error_code == ErrorCode.GROUP_ID_NOT_FOUND
+    raise AssertionError(f"no sample for API {key}")
+
+
+CASES = [
+    (h.spec.key, v)
+    for h in HandlerRegistry.default()
+    for v in range(h.min_version, h.max_version + 1)
+]
+
+
+@pytest.mark.parametrize(("key", "version"), CASES, ids=[f"{SPECS[k].name}-v{v}" for k, v in CASES])
+async def test_every_api_at_every_advertised_version(
+    inproc_server: Server, raw_client: ProtocolClient, key: int, version: int
+) -> None:
+    topic_id = inproc_server.broker.topics.get(TOPIC).topic_id
+    request, check = _sample(key, version, topic_id)
+    response = await asyncio.wait_for(raw_client.request(request, version), 5)
+    assert check(response), response
+
+
+async def test_api_versions_advertises_exactly_the_handlers(raw_client: ProtocolClient) -> None:
+    response = await raw_client.request(
+        ApiVersionsRequest(version=3, client_software_name="t", client_software_version="1")
+    )
+    advertised = {(k.api_key, k.min_version, k.max_version) for k in response.api_keys}
+    assert advertised == {
+        (h.spec.key, h.min_version, h.max_version) for h in HandlerRegistry.default()
+    }
+    assert (11, 0, 9) in advertised and (18, 0, 4) in advertised and (10, 0, 6) in advertised
+
+
+async def test_api_versions_from_the_future_gets_v0_with_the_full_list(
+    raw_client: ProtocolClient,
+) -> None:
+    # KIP-511: the client sends its newest version; we answer at v0 with UNSUPPORTED_VERSION.
+    header = struct.pack(">hhih", 18, 99, 5, 3) + b"raw" + b"\x00"
+    body = await asyncio.wait_for(raw_client.request_raw(header + b"\x00\x00\x00", 5), 5)
+    (correlation, error, count) = struct.unpack_from(">ihi", body, 0)
+    assert (correlation, error) == (5, ErrorCode.UNSUPPORTED_VERSION)
+    assert count == len(SPECS)
+
+
+async def test_unsupported_version_of_a_known_api(raw_client: ProtocolClient) -> None:
+    header = struct.pack(">hhih", 12, 42, 9, 3) + b"raw"
+    body = await asyncio.wait_for(raw_client.request_raw(header, 9), 5)
+    # Answered in Heartbeat's newest layout (v4, flexible: header tag byte, throttle, error).
+    correlation, _tags, _throttle, error = struct.unpack_from(">ibih", body, 0)
+    assert (correlation, error) == (9, ErrorCode.UNSUPPORTED_VERSION)
+
+
+async def _assert_closed(client: ProtocolClient) -> None:
+    await asyncio.wait_for(client.closed.wait(), 5)
+
+
+async def test_unknown_api_key_closes_with_a_log_line(
+    raw_client: ProtocolClient, caplog: pytest.LogCaptureFixture
+) -> None:
+    with caplog.at_level(logging.WARNING, "minicoord.connection"), pytest.raises(ConnectionClosed):
+        await asyncio.wait_for(
+            raw_client.request_raw(struct.pack(">hhih", 0, 9, 1, 3) + b"raw", 1), 5
+        )
+    assert "unknown API key 0" in caplog.text and "'raw'" in caplog.text
+
+
+async def test_oversized_frame_closes_before_its_body(inproc_server: Server) -> None:
+    limit = inproc_server.config.socket_request_max_bytes
+    reader, writer = await asyncio.open_connection("127.0.0.1", inproc_server.port)
+    writer.write(struct.pack(">i", limit + 1))  # the body is never sent
+    assert await asyncio.wait_for(reader.read(), 5) == b""
+    writer.close()
+
+
+@pytest.mark.parametrize(
+    "payload",
+    [
+        struct.pack(">i", -1),
+        struct.pack(">i", 3) + b"abc",  # shorter than a header
+        struct.pack(">i", 12) + struct.pack(">hhih", 11, 5, 1, 2) + b"ab",  # JoinGroup, no body
+        # JoinGroup v5 whose protocol array claims two billion entries in a tiny frame.
+        struct.pack(">i", 25)
+        + struct.pack(">hhih", 11, 5, 1, -1)
+        + struct.pack(">h", 1)
+        + b"g"
+        + struct.pack(">ii", 6000, 6000)
+        + struct.pack(">hhhi", 0, -1, 0, 0x7FFFFFFF),
+    ],
+    ids=["negative-length", "short-header", "missing-body", "absurd-array-count"],
+)
+async def test_bad_input_closes_only_that_connection(inproc_server: Server, payload: bytes) -> None:
+    reader, writer = await asyncio.open_connection("127.0.0.1", inproc_server.port)
+    writer.write(payload)
+    assert await asyncio.wait_for(reader.read(), 5) == b""
+    writer.close()
+    # Everyone else is still served.
+    async with await ProtocolClient.connect("127.0.0.1", inproc_server.port) as other:
+        response = await asyncio.wait_for(other.request(ApiVersionsRequest(version=0)), 5)
+        assert response.error_code == 0
+
+
+async def test_responses_keep_request_order_behind_a_parked_reply(
+    raw_client: ProtocolClient, inproc_server: Server
+) -> None:
+    topic_id = inproc_server.broker.topics.get(TOPIC).topic_id
+    fetch, _ = _sample(1, 11, topic_id)
+    fetch.max_wait_ms = 300
+    order: list[str] = []
+
+    async def tracked(name: str, request: Any, version: int) -> None:
+        await raw_client.request(request, version)
+        order.append(name)
+
+    await asyncio.wait_for(
+        asyncio.gather(
+            tracked("fetch", fetch, 11),
+            tracked("api_versions", ApiVersionsRequest(version=0), 0),
+        ),
+        5,
+    )
+    # The fetch long-polls for 300 ms; the ApiVersions behind it must wait its turn.
+    assert order == ["fetch", "api_versions"]

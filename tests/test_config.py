@@ -1,0 +1,47 @@
+from __future__ import annotations
+
+import pytest
+from minicoord.server.config import Config, ConfigError, parse_setting
+
+
+def test_defaults_are_kafkas_except_the_initial_rebalance_delay() -> None:
+    config = Config()
+    assert config.group_min_session_timeout_ms == 6000
+    assert config.group_max_session_timeout_ms == 1_800_000
+    assert config.offsets_topic_num_partitions == 50
+    assert config.socket_request_max_bytes == 104_857_600
+    assert config.auto_create_topics_enable is True
+    assert config.num_partitions == 1
+    assert config.group_initial_rebalance_delay_ms == 0  # Kafka's is 3000; see README
+
+
+def test_kafka_names_map_to_fields() -> None:
+    config = Config.from_pairs(
+        {
+            "group.min.session.timeout.ms": "100",
+            "auto.create.topics.enable": "FALSE",
+            "offsets.topic.num.partitions": "3",
+        }
+    )
+    assert config.group_min_session_timeout_ms == 100
+    assert config.auto_create_topics_enable is False
+    assert config.offsets_topic_num_partitions == 3
+    assert "group.initial.rebalance.delay.ms" in Config.known_names()
+
+
+@pytest.mark.parametrize(
+    "pairs",
+    [
+        {"group.min.session.timeout.ms": "10", "group.max.session.timeout.ms": "5"},
+        {"offsets.topic.num.partitions": "0"},
+        {"group.initial.rebalance.delay.ms": "-1"},
+        {"unknown.thing": "1"},
+    ],
+)
+def test_invalid_configs_are_rejected(pairs: dict[str, str]) -> None:
+    with pytest.raises(ConfigError):
+        Config.from_pairs(pairs)
+
+
+def test_parse_setting_keeps_equals_in_values() -> None:
+    assert parse_setting("a.b=c=d") == ("a.b", "c=d")
