@@ -162,6 +162,10 @@ class GroupCoordinator:
         fx = Effects()
         error = self.unavailable(group_id)
         if error is not None:
+            if error is ErrorCode.COORDINATOR_LOAD_IN_PROGRESS:
+                # As Kafka does: the rebalance state is lost while loading, so the member must
+                # rejoin; older clients do not expect COORDINATOR_LOAD_IN_PROGRESS here.
+                error = ErrorCode.REBALANCE_IN_PROGRESS
             fx.reply(ticket, SyncOutcome(error))
             return fx.result(None)
         self.groups.sync(
@@ -189,7 +193,8 @@ class GroupCoordinator:
         """Heartbeats change only soft state: no records, no replies, so just the error code."""
         error = self.unavailable(group_id)
         if error is not None:
-            return error
+            # As Kafka does: while the group is loading, heartbeats are answered blindly.
+            return ErrorCode.NONE if error is ErrorCode.COORDINATOR_LOAD_IN_PROGRESS else error
         return self.groups.heartbeat(now, group_id, member_id, generation_id, group_instance_id)
 
     def leave_group(
@@ -223,7 +228,9 @@ class GroupCoordinator:
         errors = []
         for e in entries:
             metadata = e.metadata or ""
-            if len(metadata.encode()) > limit:
+            # Kafka compares Java's String.length(), in UTF-16 code units, with the limit
+            # (despite its name, offset.metadata.max.bytes does not count UTF-8 bytes).
+            if len(metadata.encode("utf-16-le")) // 2 > limit:
                 errors.append(ErrorCode.OFFSET_METADATA_TOO_LARGE)
                 continue
             committed = CommittedOffset(e.offset, e.leader_epoch, metadata, now)
@@ -250,6 +257,11 @@ class GroupCoordinator:
             return None
         if group.state is GroupState.DEAD:
             return ErrorCode.COORDINATOR_NOT_AVAILABLE
+        if generation_id < 0 and group.state is GroupState.EMPTY:
+            # As in Kafka's validateOffsetCommit: without a generation (the admin client, a
+            # consumer assigning itself partitions) an Empty group's offsets may be committed
+            # whatever member id the request names.
+            return None
         if generation_id >= 0 or member_id or group_instance_id is not None:
             error = groups._validate_member(group, member_id, group_instance_id)
             if error is not None:

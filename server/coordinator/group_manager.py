@@ -169,19 +169,26 @@ class GroupManager:
             return fail(error)
         member = group.members[member_id]
         member.last_heartbeat = now
+        timeouts = (rebalance_timeout_ms, session_timeout_ms)
         state = group.state
         if state is GroupState.PREPARING_REBALANCE:
-            self._update_member_and_rebalance(fx, now, group, member, protocols, ticket, why)
+            self._update_member_and_rebalance(
+                fx, now, group, member, protocols, timeouts, ticket, why
+            )
         elif state is GroupState.COMPLETING_REBALANCE:
             if member.matches(protocols):
                 # A retry of a join whose answer was lost: answer it again.
                 fx.reply(ticket, self._join_outcome(group, member))
             else:
-                self._update_member_and_rebalance(fx, now, group, member, protocols, ticket, why)
+                self._update_member_and_rebalance(
+                    fx, now, group, member, protocols, timeouts, ticket, why
+                )
         elif state is GroupState.STABLE:
             if group.is_leader(member_id) or not member.matches(protocols):
                 # A leader's rejoin means it wants a new assignment (e.g. its metadata changed).
-                self._update_member_and_rebalance(fx, now, group, member, protocols, ticket, why)
+                self._update_member_and_rebalance(
+                    fx, now, group, member, protocols, timeouts, ticket, why
+                )
             else:
                 fx.reply(ticket, self._join_outcome(group, member, include_members=False))
         else:
@@ -242,6 +249,7 @@ class GroupManager:
         group: Group,
         member: Member,
         protocols: Protocols,
+        timeouts: tuple[int, int],
         ticket: Ticket,
         why: str,
     ) -> None:
@@ -250,6 +258,9 @@ class GroupManager:
             # The client gave up on its earlier JoinGroup and sent another.
             fx.reply(previous, JoinOutcome(ErrorCode.UNKNOWN_MEMBER_ID, member_id=member.member_id))
         group.update_protocols(member, protocols)
+        # Like Kafka's updateMember, a rejoin also takes the request's timeouts: the group's
+        # rebalance timeout (the largest member's) and the session check must see them.
+        member.rebalance_timeout_ms, member.session_timeout_ms = timeouts
         group.park_join(member, ticket)
         self._maybe_prepare_rebalance(fx, now, group, f"{why}member {member.member_id} rejoined")
 
@@ -314,6 +325,8 @@ class GroupManager:
                 if member.sync_ticket is not None:
                     fx.reply(member.sync_ticket, SyncOutcome(ErrorCode.REBALANCE_IN_PROGRESS))
                     member.sync_ticket = None
+                    # Kafka's propagateAssignment resets the session of each member it answers.
+                    member.last_heartbeat = now
         group.pending_sync.clear()
         self.timers.cancel(("sync", group.group_id))
         was_empty = group.state is GroupState.EMPTY
@@ -514,6 +527,9 @@ class GroupManager:
                 if m.sync_ticket is not None:
                     fx.reply(m.sync_ticket, self._sync_outcome(group, m))
                     m.sync_ticket = None
+                    # As Kafka's propagateAssignment does: a follower that waited here (and
+                    # could not heartbeat meanwhile) gets a full session from its answer.
+                    m.last_heartbeat = now
         return None
 
     def _sync_outcome(self, group: Group, member: Member) -> SyncOutcome:
@@ -645,11 +661,19 @@ class GroupManager:
                 error = ErrorCode.UNKNOWN_MEMBER_ID
             outcomes.append(LeaveMemberOutcome(member_id, instance_id, error))
         if removed:
+            left = False
             for member in removed:
                 if member is not None and member.member_id in group.members:
                     log.info("group %s: member %s left", group_id, member.member_id)
                     self._remove_member(fx, group, member)
-            self._after_removal(fx, now, group, "members left the group")
+                    left = True
+            if left:
+                self._after_removal(fx, now, group, "members left the group")
+            else:
+                # Only pending members left (None entries): like Kafka's
+                # removePendingMemberAndUpdateGroup, that may complete a join phase under way
+                # but must not start a rebalance of a Stable group.
+                self._try_complete_join(fx, now, group)
         return LeaveOutcome(ErrorCode.NONE, tuple(outcomes))
 
     def _remove_member(self, fx: Effects, group: Group, member: Member) -> None:
