@@ -1,18 +1,27 @@
-"""The listener: a Broker served on a TCP socket by an asyncio server."""
+"""The listener: a Broker served on a TCP socket by an asyncio server, with its background work."""
 
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import contextlib
 import logging
 import signal
 from collections.abc import Iterable
+from pathlib import Path
 
 from minicoord.server.broker import Broker
 from minicoord.server.config import Config
 from minicoord.server.connection import KafkaConnection
+from minicoord.server.loading import load_partitions
+from minicoord.storage.cleaner import CleanResult, clean, dirty_ratio
+from minicoord.storage.log import DurableStore, FlushPolicy
+from minicoord.storage.store import InMemoryStore
 
 log = logging.getLogger("minicoord.server")
+
+# Under log.flush.policy=none, how often buffered records are written to the OS.
+BUFFERED_WRITE_INTERVAL_S = 1.0
 
 
 class Server:
@@ -22,14 +31,29 @@ class Server:
         host: str = "127.0.0.1",
         port: int = 9092,
         topics: Iterable[tuple[str, int]] = (),
+        data_dir: Path | str | None = None,
     ) -> None:
+        """A server; `data_dir=None` keeps everything in memory."""
         self.config = config or Config()
         self.host = host
         self.port = port
-        self.broker = Broker(self.config)
+        self.durable: DurableStore | None = None
+        if data_dir is not None:
+            self.durable = DurableStore(
+                Path(data_dir),
+                self.config.offsets_topic_num_partitions,
+                FlushPolicy(self.config.log_flush_policy),
+                self.config.offsets_topic_segment_bytes,
+            )
+        self.broker = Broker(self.config, store=self.durable or InMemoryStore())
         for name, partitions in topics:
             self.broker.topics.create(name, partitions)
         self._server: asyncio.base_events.Server | None = None
+        self._tasks: list[asyncio.Task[None]] = []
+        # Loading and cleaning read and write files in this thread, off the event loop.
+        self._pool = concurrent.futures.ThreadPoolExecutor(1, "minicoord-storage")
+        self.loaded = asyncio.Event()
+        self.clean_results: list[CleanResult] = []
 
     @property
     def bootstrap(self) -> str:
@@ -38,6 +62,12 @@ class Server:
 
     async def start(self) -> None:
         loop = asyncio.get_running_loop()
+        partitions: list[int] = []
+        if self.durable is not None:
+            self.durable.lock()
+            partitions = self.durable.partitions_on_disk()
+            for partition in partitions:
+                self.broker.coordinator.begin_loading(partition)
         self.broker.attach(loop)
         self._server = await loop.create_server(
             lambda: KafkaConnection(self.broker),
@@ -48,6 +78,61 @@ class Server:
         )
         # With port 0 the OS picked one: report what we actually bound.
         self.port = self._server.sockets[0].getsockname()[1]
+        if self.durable is not None:
+            self._tasks.append(loop.create_task(self._load(partitions)))
+            self._tasks.append(loop.create_task(self._clean_periodically()))
+            if self.durable.policy is FlushPolicy.NONE:
+                self._tasks.append(loop.create_task(self._write_buffered_periodically()))
+        else:
+            self.loaded.set()
+
+    async def _load(self, partitions: list[int]) -> None:
+        assert self.durable is not None
+        await load_partitions(self.broker, self.durable, partitions, self._pool)
+        self.loaded.set()
+
+    async def compact(self) -> list[CleanResult]:
+        """Clean every partition whose closed segments are dirty enough (one at a time)."""
+        assert self.durable is not None
+        await self.loaded.wait()
+        loop = asyncio.get_running_loop()
+        results = []
+        for plog in list(self.durable.logs.values()):
+            if dirty_ratio(plog) < self.config.log_cleaner_min_cleanable_ratio:
+                continue
+            result = await loop.run_in_executor(
+                self._pool,
+                clean,
+                plog,
+                self.broker.now(),
+                self.config.log_cleaner_delete_retention_ms,
+            )
+            if result is not None:
+                log.info(
+                    "cleaned offsets partition %d: %d segments, %d -> %d records, "
+                    "%d -> %d bytes in %.0f ms",
+                    result.partition,
+                    result.segments_cleaned,
+                    result.records_before,
+                    result.records_after,
+                    result.bytes_before,
+                    result.bytes_after,
+                    result.seconds * 1000,
+                )
+                results.append(result)
+        self.clean_results.extend(results)
+        return results
+
+    async def _clean_periodically(self) -> None:
+        while True:
+            await asyncio.sleep(self.config.log_cleaner_backoff_ms / 1000)
+            await self.compact()
+
+    async def _write_buffered_periodically(self) -> None:
+        assert self.durable is not None
+        while True:
+            await asyncio.sleep(BUFFERED_WRITE_INTERVAL_S)
+            self.durable.write_buffered()
 
     async def stop(self) -> None:
         if self._server is not None:
@@ -57,6 +142,15 @@ class Server:
                     conn.transport.close()
             await self._server.wait_closed()
             self._server = None
+        for task in self._tasks:
+            task.cancel()
+        for task in self._tasks:
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+        self._tasks = []
+        # A cleaning or loading step in its thread cannot be interrupted: let it finish
+        # before the store closes under it.
+        self._pool.shutdown(wait=True)
         self.broker.close()
 
     async def __aenter__(self) -> Server:

@@ -1,19 +1,26 @@
 """The node's shared state and the bridge between the sans-IO coordinator and the event loop.
 
-`apply` is the one place a coordinator result takes effect: its records are appended to the
-store first, then its replies are released, then the coordinator's next timer deadline is
-(re)armed on the loop. The clock is injected so the same code runs under tests.
+`apply` is the one place a coordinator result takes effect. Records first, then replies:
+the records of every request handled in one turn of the event loop are appended together
+(group commit: one batch per offsets partition), made durable as the flush policy promises,
+and only then are the replies of those requests released, in the order they were made. A
+result with no records, arriving while nothing is waiting, is answered at once. The clock is
+injected so the same code runs under tests.
 """
 
 from __future__ import annotations
 
 import asyncio
 import base64
+import concurrent.futures
+import logging
+import os
 import time
 import uuid
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, TypeVar
 
+from minicoord.protocol.records import Record
 from minicoord.server.config import Config
 from minicoord.server.coordinator.coordinator import GroupCoordinator
 from minicoord.server.coordinator.results import Result
@@ -23,6 +30,8 @@ from minicoord.storage.store import InMemoryStore, RecordStore
 
 if TYPE_CHECKING:
     from minicoord.server.connection import KafkaConnection
+
+log = logging.getLogger("minicoord.broker")
 
 T = TypeVar("T")
 
@@ -55,25 +64,84 @@ class Broker:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._timer: asyncio.TimerHandle | None = None
         self._timer_at: int | None = None
+        # Group commit: what the current turn of the loop produced, waiting for one append.
+        self._pending_records: list[tuple[int, Record]] = []
+        self._pending_replies: list[tuple[Any, Any]] = []
+        self._flush_scheduled = False
+        self._syncing = False
+        # fsync runs here, off the event loop; one thread keeps syncs in order.
+        self._sync_pool = concurrent.futures.ThreadPoolExecutor(1, "minicoord-fsync")
+        self.appends = 0
 
     def attach(self, loop: asyncio.AbstractEventLoop) -> None:
         self._loop = loop
+        self.coordinator.start(self.now())
         self._arm_timer()
 
     def now(self) -> int:
         return self.clock()
 
-    def apply(self, result: Result[T]) -> T:
-        if result.records:
-            self.store.append(result.records)
-        for ticket, outcome in result.replies:
-            ticket.resolve(outcome)
+    # -- applying coordinator results -------------------------------------------------------
+
+    def apply(self, result: Result[T], reply: Any = None) -> T:
+        """Persist a result's records, then release its replies (and `reply`, with its value)."""
+        if reply is not None:
+            result.replies.append((reply, result.value))
+        if result.records or self._pending_replies or self._flush_scheduled or self._syncing:
+            self._pending_records.extend(result.records)
+            self._pending_replies.extend(result.replies)
+            self._schedule_flush()
+        else:
+            _release(result.replies)
         self._arm_timer()
         return result.value
+
+    def _schedule_flush(self) -> None:
+        if self._flush_scheduled or self._syncing:
+            return
+        if self._loop is None:
+            self._flush()
+            return
+        self._flush_scheduled = True
+        # After every callback already queued for this turn (the other requests that arrived
+        # together), so they share one append.
+        self._loop.call_soon(self._flush)
+
+    def _flush(self) -> None:
+        self._flush_scheduled = False
+        records, self._pending_records = self._pending_records, []
+        replies, self._pending_replies = self._pending_replies, []
+        touched: set[int] = set()
+        if records:
+            try:
+                touched = self.store.append(records, self.now())
+            except OSError as exc:
+                _halt(f"cannot write the offsets log: {exc}")
+            self.appends += 1
+        if touched and self.store.needs_sync and self._loop is not None:
+            self._syncing = True
+            future = self._loop.run_in_executor(self._sync_pool, self.store.sync, touched)
+            future.add_done_callback(lambda f: self._after_sync(f, replies))
+            return
+        _release(replies)
+
+    def _after_sync(self, future: asyncio.Future[None], replies: list[tuple[Any, Any]]) -> None:
+        self._syncing = False
+        if future.cancelled() or future.exception() is not None:
+            _halt(f"cannot fsync the offsets log: {future.exception()!r}")
+        _release(replies)
+        if self._pending_records or self._pending_replies:
+            self._schedule_flush()
+
+    # -- timers ---------------------------------------------------------------------------
 
     def call_later(self, delay_ms: int, callback: Callable[[], Any]) -> asyncio.TimerHandle:
         assert self._loop is not None, "broker is not attached to a loop"
         return self._loop.call_later(delay_ms / 1000, callback)
+
+    def rearm(self) -> None:
+        """Re-arm the coordinator's timer after state changed outside `apply` (loading)."""
+        self._arm_timer()
 
     def _arm_timer(self) -> None:
         if self._loop is None:
@@ -95,7 +163,26 @@ class Broker:
         self.apply(self.coordinator.advance(self.now()))
 
     def close(self) -> None:
+        """Write out anything still waiting and close the store (a clean shutdown)."""
         if self._timer is not None:
             self._timer.cancel()
             self._timer = None
             self._timer_at = None
+        if self._pending_records or self._pending_replies:
+            self._flush()
+        self._sync_pool.shutdown(wait=True)
+        self.store.close()
+
+
+def _release(replies: list[tuple[Any, Any]]) -> None:
+    for ticket, outcome in replies:
+        ticket.resolve(outcome)
+
+
+def _halt(reason: str) -> None:
+    # State already reflects records that could not be made durable; acknowledging anything
+    # now could lose a commit the client believes is safe. Like Kafka on a log directory
+    # failure, stop the process; a restart recovers from what is on disk.
+    log.critical("%s; halting", reason)
+    logging.shutdown()
+    os._exit(70)

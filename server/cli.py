@@ -7,9 +7,11 @@ import asyncio
 import logging
 import sys
 from collections.abc import Sequence
+from pathlib import Path
 
 from minicoord.server.app import Server, serve
 from minicoord.server.config import Config, ConfigError, parse_setting
+from minicoord.storage.log import StoreError
 
 
 def _topic(text: str) -> tuple[str, int]:
@@ -48,13 +50,73 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="NAME:PARTITIONS",
         help="create a topic at start (repeatable)",
     )
+    store = s.add_mutually_exclusive_group()
+    store.add_argument(
+        "--data-dir",
+        default="./minicoord-data",
+        metavar="DIR",
+        help="where the offsets log lives (./minicoord-data)",
+    )
+    store.add_argument(
+        "--in-memory",
+        action="store_true",
+        help="keep commits and groups in memory only: nothing survives a restart",
+    )
     s.add_argument(
         "--log-level",
         default="INFO",
         choices=["DEBUG", "INFO", "WARNING", "ERROR"],
         help="log level of the lines written to stderr (INFO)",
     )
+
+    logcmd = sub.add_parser("log", help="inspect or maintain an offsets log (server stopped)")
+    logsub = logcmd.add_subparsers(dest="log_command", required=True)
+    d = logsub.add_parser("dump", help="print each record decoded")
+    d.add_argument("dir", help="the data directory")
+    d.add_argument("--partition", type=int, help="only this offsets partition")
+    v = logsub.add_parser("verify", help="check every CRC; non-zero exit on damage")
+    v.add_argument("dir", help="the data directory")
+    c = logsub.add_parser("compact", help="run the cleaner over every partition")
+    c.add_argument("dir", help="the data directory")
+    c.add_argument(
+        "--config",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="broker configs that matter here: offsets.topic.num.partitions, "
+        "log.cleaner.delete.retention.ms, offsets.topic.segment.bytes",
+    )
     return parser
+
+
+def _log_command(args: argparse.Namespace) -> int:
+    from minicoord.storage import tools
+
+    data_dir = Path(args.dir)
+    if not data_dir.is_dir():
+        print(f"minicoord: {data_dir} is not a directory", file=sys.stderr)
+        return 2
+    if args.log_command == "dump":
+        tools.dump(data_dir, args.partition)
+        return 0
+    if args.log_command == "verify":
+        problems = tools.verify(data_dir)
+        if problems:
+            print(f"{problems} problem(s) found", file=sys.stderr)
+            return 1
+        return 0
+    config = Config.from_pairs([parse_setting(s) for s in args.config])
+    for r in tools.compact(
+        data_dir,
+        config.offsets_topic_num_partitions,
+        config.log_cleaner_delete_retention_ms,
+        config.offsets_topic_segment_bytes,
+    ):
+        print(
+            f"partition {r.partition}: {r.records_before} -> {r.records_after} records, "
+            f"{r.bytes_before} -> {r.bytes_after} bytes"
+        )
+    return 0
 
 
 def _run(coro: object) -> None:
@@ -69,18 +131,28 @@ def _run(coro: object) -> None:
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     logging.basicConfig(
-        level=args.log_level,
+        level=getattr(args, "log_level", "INFO"),
         stream=sys.stderr,
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
     )
+    if args.command == "log":
+        try:
+            return _log_command(args)
+        except (ConfigError, StoreError) as exc:
+            print(f"minicoord: {exc}", file=sys.stderr)
+            return 2
     try:
         config = Config.from_pairs([parse_setting(s) for s in args.config])
-        server = Server(config, args.host, args.port, args.topic)
+        data_dir = None if args.in_memory else args.data_dir
+        server = Server(config, args.host, args.port, args.topic, data_dir=data_dir)
     except (ConfigError, ValueError) as exc:
         print(f"minicoord: {exc}", file=sys.stderr)
         return 2
     try:
         _run(serve(server))
+    except StoreError as exc:
+        print(f"minicoord: {exc}", file=sys.stderr)
+        return 2
     except OSError as exc:
         print(f"minicoord: cannot listen on {args.host}:{args.port}: {exc}", file=sys.stderr)
         return 1

@@ -30,6 +30,15 @@ class Config:
     auto_create_topics_enable: bool = True
     socket_request_max_bytes: int = 104_857_600
     broker_id: int = 0
+    # Durability of commits and group changes: write | fsync | none (see README).
+    log_flush_policy: str = "write"
+    # Kafka's offsets topic uses 100 MiB segments; smaller ones give the cleaner work sooner.
+    offsets_topic_segment_bytes: int = 8 * 1024 * 1024
+    log_cleaner_delete_retention_ms: int = 86_400_000
+    log_cleaner_backoff_ms: int = 15_000
+    log_cleaner_min_cleanable_ratio: float = 0.5
+    offsets_retention_minutes: int = 10_080
+    offsets_retention_check_interval_ms: int = 600_000
 
     @staticmethod
     def kafka_name(field_name: str) -> str:
@@ -60,6 +69,15 @@ class Config:
         for name in ("offsets_topic_num_partitions", "num_partitions", "group_max_size"):
             if getattr(self, name) < 1:
                 raise ConfigError(f"{self.kafka_name(name)} must be at least 1")
+        if self.log_flush_policy not in ("write", "fsync", "none"):
+            raise ConfigError("log.flush.policy is one of write, fsync, none")
+        if self.offsets_topic_segment_bytes < 1024:
+            raise ConfigError("offsets.topic.segment.bytes must be at least 1024")
+        if not 0 < self.log_cleaner_min_cleanable_ratio <= 1:
+            raise ConfigError("log.cleaner.min.cleanable.ratio must be in (0, 1]")
+        for name in ("offsets_retention_minutes", "offsets_retention_check_interval_ms"):
+            if getattr(self, name) < 1:
+                raise ConfigError(f"{self.kafka_name(name)} must be at least 1")
         if self.group_initial_rebalance_delay_ms < 0:
             raise ConfigError("group.initial.rebalance.delay.ms must not be negative")
 
@@ -71,11 +89,12 @@ def _parse(name: str, kind: Any, raw: str) -> Any:
         if lowered not in ("true", "false"):
             raise ConfigError(f"{name} takes true or false, not {raw!r}")
         return lowered == "true"
-    if kind == "int":
+    if kind in ("int", "float"):
         try:
-            return int(raw.strip())
+            return (int if kind == "int" else float)(raw.strip())
         except ValueError:
-            raise ConfigError(f"{name} takes an integer, not {raw!r}") from None
+            what = "an integer" if kind == "int" else "a number"
+            raise ConfigError(f"{name} takes {what}, not {raw!r}") from None
     return raw
 
 

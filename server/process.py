@@ -52,9 +52,13 @@ def start_server_process(
     topics: Iterable[tuple[str, int]] = (),
     timeout: float = 15,
     extra_args: Iterable[str] = (),
+    data_dir: str | os.PathLike[str] | None = None,
+    port: int = 0,
 ) -> ServerProcess:
+    """Start a server; with no data_dir it keeps its state in memory (`--in-memory`)."""
     cmd = [sys.executable, "-m", "minicoord.server.cli", "serve", "--host", "127.0.0.1"]
-    cmd += ["--port", "0"]
+    cmd += ["--port", str(port)]
+    cmd += ["--in-memory"] if data_dir is None else ["--data-dir", os.fspath(data_dir)]
     for key, value in (configs or {}).items():
         cmd += ["--config", f"{key}={str(value).lower() if isinstance(value, bool) else value}"]
     for name, partitions in topics:

@@ -14,11 +14,17 @@ from minicoord.protocol.records import Record
 
 
 class RecordStore(Protocol):
-    def append(self, records: Iterable[tuple[int, Record]]) -> None:
-        """Persist records (offsets partition, record) before the replies that depend on them."""
+    def append(self, records: Iterable[tuple[int, Record]], timestamp: int) -> set[int]:
+        """Write records (offsets partition, record); returns the partitions to sync."""
 
-    def replay(self, partition: int) -> Iterable[Record]:
-        """Every record of a partition, oldest first, as a loader replays them at start."""
+    @property
+    def needs_sync(self) -> bool:
+        """Whether `sync` must complete before the replies that depend on an append."""
+
+    def sync(self, partitions: Iterable[int]) -> None:
+        """Make the appended records of these partitions durable (may block)."""
+
+    def close(self) -> None: ...
 
 
 class InMemoryStore:
@@ -27,11 +33,20 @@ class InMemoryStore:
         self.latest: dict[int, dict[bytes, bytes | None]] = {}
         self.appends = 0
 
-    def append(self, records: Iterable[tuple[int, Record]]) -> None:
+    needs_sync = False
+
+    def append(self, records: Iterable[tuple[int, Record]], timestamp: int) -> set[int]:
         self.appends += 1
         for partition, record in records:
             self.log.setdefault(partition, []).append(record)
             self.latest.setdefault(partition, {})[record.key] = record.value
+        return set()
+
+    def sync(self, partitions: Iterable[int]) -> None:
+        pass
+
+    def close(self) -> None:
+        pass
 
     def replay(self, partition: int) -> list[Record]:
         return list(self.log.get(partition, ()))

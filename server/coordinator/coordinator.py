@@ -18,6 +18,7 @@ from minicoord.server.config import Config
 from minicoord.server.coordinator.group_manager import GroupManager, Protocols, random_member_id
 from minicoord.server.coordinator.offsets import CommittedOffset, OffsetsManager, TopicPartition
 from minicoord.server.coordinator.partitioning import partition_for
+from minicoord.server.coordinator.replay import PartitionReplay, rebuild_group
 from minicoord.server.coordinator.results import (
     Effects,
     GroupDescription,
@@ -82,6 +83,80 @@ class GroupCoordinator:
             return None
         status = self.partition_status.get(self.partition_for(group_id))
         return _STATUS_ERROR[status] if status else None
+
+    # -- loading --------------------------------------------------------------------------
+
+    def begin_loading(self, partition: int) -> None:
+        self.set_partition_status(partition, PartitionStatus.LOADING)
+
+    def finish_loading(self, replay: PartitionReplay, now: int) -> None:
+        """Install a replayed partition's groups and offsets and start serving it."""
+        partition = replay.partition
+        for gid, value in replay.groups.items():
+            if value is not None:
+                self.groups.adopt(rebuild_group(gid, partition, value, now), now)
+        for (gid, topic, index), committed in replay.offsets.items():
+            if committed is not None:
+                self.offsets.restore(gid, (topic, index), committed)
+                # Offsets without group metadata belong to a group that only stores offsets.
+                self.groups.get_or_create(gid, now)
+        self.set_partition_status(partition, PartitionStatus.ACTIVE)
+
+    def fail_loading(self, partition: int) -> None:
+        """The partition's log cannot be read: its groups are COORDINATOR_NOT_AVAILABLE."""
+        for gid in self.groups.drop_partition(partition):
+            self.offsets.forget_group(gid)
+        for gid in [g for g in self.offsets.offsets if self.partition_for(g) == partition]:
+            self.offsets.forget_group(gid)
+        self.set_partition_status(partition, PartitionStatus.FAILED)
+
+    # -- retention ------------------------------------------------------------------------
+
+    def start(self, now: int) -> None:
+        """Begin the periodic offset-retention check (offsets.retention.check.interval.ms)."""
+        self.timers.schedule(
+            ("retention",),
+            now + self.config.offsets_retention_check_interval_ms,
+            self._on_retention,
+        )
+
+    def _on_retention(self, now: int) -> Effects:
+        fx = Effects()
+        self.expire_offsets(fx, now)
+        self.start(now)
+        return fx
+
+    def expire_offsets(self, fx: Effects, now: int) -> int:
+        """Kafka's offset retention; returns how many offsets expired.
+
+        An Empty group's offsets expire once it has been empty for the retention period; a
+        Stable consumer group's only for topics it no longer subscribes to, counted from their
+        commit; a group that only stores offsets, counted from each commit. An Empty group left
+        with no offsets is deleted.
+        """
+        retention = self.config.offsets_retention_minutes * 60_000
+        expired = 0
+        for gid, group in list(self.groups.groups.items()):
+            if self.unavailable(gid) is not None:
+                continue
+            committed = self.offsets.all_for(gid)
+            subscribed: set[str] = set()
+            if group.state is GroupState.EMPTY:
+                from_state = group.protocol_type is not None and group.generation_id > 0
+            elif group.state is GroupState.STABLE and group.protocol_type == "consumer":
+                from_state = False
+                subscribed = _subscribed_topics(self.groups.subscribed_protocol_metadata(group))
+            else:
+                continue
+            partition = group.partition
+            for tp, offset in list(committed.items()):
+                base = group.state_timestamp if from_state else offset.commit_timestamp
+                if tp[0] not in subscribed and base + retention <= now:
+                    self.offsets.delete(fx, partition, gid, tp)
+                    expired += 1
+            if group.state is GroupState.EMPTY and not self.offsets.has_offsets(gid):
+                self.groups.expire(fx, now, group)
+        return expired
 
     # -- time -----------------------------------------------------------------------------
 

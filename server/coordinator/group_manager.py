@@ -57,6 +57,28 @@ class GroupManager:
         # Rebalances completed (a generation handed out), for operators and benchmarks.
         self.rebalances = 0
 
+    def adopt(self, group: Group, now: int) -> None:
+        """Take in a group rebuilt from records; its members' sessions start now."""
+        self.groups[group.group_id] = group
+        for member in group.members.values():
+            self._schedule_session_check(group, member, now + member.session_timeout_ms)
+
+    def drop_partition(self, partition: int) -> list[str]:
+        """Forget every group of an offsets partition (it failed to load, or was unloaded)."""
+        gone = [gid for gid, g in self.groups.items() if g.partition == partition]
+        for gid in gone:
+            group = self.groups.pop(gid)
+            self._cancel_group_timers(group)
+        return gone
+
+    def expire(self, fx: Effects, now: int, group: Group) -> None:
+        """Delete an Empty group that has no offsets left (retention ran out)."""
+        group.transition(GroupState.DEAD, now)
+        self._cancel_group_timers(group)
+        del self.groups[group.group_id]
+        fx.persist(group.partition, Record(group_metadata_key(group.group_id), None))
+        log.info("group %s: expired (empty, no offsets left)", group.group_id)
+
     def get_or_create(self, group_id: str, now: int) -> Group:
         group = self.groups.get(group_id)
         if group is None:

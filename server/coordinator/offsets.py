@@ -44,6 +44,13 @@ class OffsetsManager:
             ),
         )
 
+    def restore(self, group_id: str, tp: TopicPartition, committed: CommittedOffset) -> None:
+        """Set an offset from a replayed record (it is already persisted)."""
+        self.offsets.setdefault(group_id, {})[tp] = committed
+
+    def forget_group(self, group_id: str) -> None:
+        self.offsets.pop(group_id, None)
+
     def get(self, group_id: str, tp: TopicPartition) -> CommittedOffset | None:
         group = self.offsets.get(group_id)
         return group.get(tp) if group else None

@@ -18,15 +18,20 @@ API_KEY = 42
 def handle(ctx: RequestContext, request: Any) -> Any:
     broker = ctx.broker
     names = list(request.groups_names)
-    errors = broker.apply(broker.coordinator.delete_groups(broker.now(), names))
-    return DeleteGroupsResponse(
-        version=ctx.version,
-        throttle_time_ms=0,
-        results=[
-            DeleteGroupsResponse.DeletableGroupResult(group_id=name, error_code=error)
-            for name, error in zip(names, errors, strict=True)
-        ],
-    )
+
+    def build(errors: list[Any]) -> Any:
+        return DeleteGroupsResponse(
+            version=ctx.version,
+            throttle_time_ms=0,
+            results=[
+                DeleteGroupsResponse.DeletableGroupResult(group_id=name, error_code=error)
+                for name, error in zip(names, errors, strict=True)
+            ],
+        )
+
+    parked = ctx.park(build)
+    broker.apply(broker.coordinator.delete_groups(broker.now(), names), parked)
+    return parked
 
 
 HANDLER = Handler.for_spec(SPECS[API_KEY], handle)

@@ -50,7 +50,10 @@ def handle(ctx: RequestContext, request: Any) -> Any:
                     log_start_offset=0 if known else -1,
                     aborted_transactions=None,
                     preferred_read_replica=-1,
-                    records=None,
+                    # Zero-length, not null: Kafka sends MemoryRecords.EMPTY for a partition
+                    # with nothing to return (error or not), and kafka-python's fetcher hands
+                    # this field to MemoryRecords, which fails on None (len(None)).
+                    records=b"",
                 )
             )
         responses.append(TopicResponse(topic=t.topic, topic_id=t.topic_id, partitions=partitions))

@@ -11,6 +11,7 @@ from typing import Any
 from kafka.protocol.consumer import LeaveGroupResponse
 from minicoord.protocol.apis import SPECS
 from minicoord.protocol.errors import ErrorCode
+from minicoord.server.coordinator.results import LeaveOutcome
 from minicoord.server.handlers.base import Handler, RequestContext
 
 API_KEY = 13
@@ -22,24 +23,29 @@ def handle(ctx: RequestContext, request: Any) -> Any:
         leaving: list[tuple[str, str | None]] = [(request.member_id, None)]
     else:
         leaving = [(m.member_id, m.group_instance_id) for m in request.members]
+
+    def build(outcome: LeaveOutcome) -> Any:
+        if version < 3:
+            error = outcome.error
+            if error is ErrorCode.NONE and outcome.members:
+                error = outcome.members[0].error
+            return LeaveGroupResponse(version=version, throttle_time_ms=0, error_code=error)
+        return LeaveGroupResponse(
+            version=version,
+            throttle_time_ms=0,
+            error_code=outcome.error,
+            members=[
+                LeaveGroupResponse.MemberResponse(
+                    member_id=m.member_id, group_instance_id=m.group_instance_id, error_code=m.error
+                )
+                for m in outcome.members
+            ],
+        )
+
+    parked = ctx.park(build)
     broker = ctx.broker
-    outcome = broker.apply(broker.coordinator.leave_group(broker.now(), request.group_id, leaving))
-    if version < 3:
-        error = outcome.error
-        if error is ErrorCode.NONE and outcome.members:
-            error = outcome.members[0].error
-        return LeaveGroupResponse(version=version, throttle_time_ms=0, error_code=error)
-    return LeaveGroupResponse(
-        version=version,
-        throttle_time_ms=0,
-        error_code=outcome.error,
-        members=[
-            LeaveGroupResponse.MemberResponse(
-                member_id=m.member_id, group_instance_id=m.group_instance_id, error_code=m.error
-            )
-            for m in outcome.members
-        ],
-    )
+    broker.apply(broker.coordinator.leave_group(broker.now(), request.group_id, leaving), parked)
+    return parked
 
 
 HANDLER = Handler.for_spec(SPECS[API_KEY], handle)

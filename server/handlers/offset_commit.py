@@ -49,30 +49,35 @@ def handle(ctx: RequestContext, request: Any) -> Any:
                 )
             )
         slots.append((t, known, decided))
-    errors: list[ErrorCode] = []
-    if entries:
-        errors = broker.apply(
-            broker.coordinator.commit_offsets(
-                broker.now(),
-                request.group_id,
-                request.generation_id_or_member_epoch,
-                request.member_id,
-                request.group_instance_id if version >= 7 else None,
-                entries,
-            )
-        )
-    coordinator_errors = iter(errors)
-    topics = []
-    for t, _known, decided in slots:
-        partitions = [
-            PartitionResponse(
-                partition_index=p.partition_index,
-                error_code=error if error is not None else next(coordinator_errors),
-            )
-            for p, error in zip(t.partitions, decided, strict=True)
-        ]
-        topics.append(TopicResponse(name=t.name, topic_id=t.topic_id, partitions=partitions))
-    return OffsetCommitResponse(version=version, throttle_time_ms=0, topics=topics)
+
+    def build(errors: list[ErrorCode]) -> Any:
+        coordinator_errors = iter(errors)
+        topics = []
+        for t, _known, decided in slots:
+            partitions = [
+                PartitionResponse(
+                    partition_index=p.partition_index,
+                    error_code=error if error is not None else next(coordinator_errors),
+                )
+                for p, error in zip(t.partitions, decided, strict=True)
+            ]
+            topics.append(TopicResponse(name=t.name, topic_id=t.topic_id, partitions=partitions))
+        return OffsetCommitResponse(version=version, throttle_time_ms=0, topics=topics)
+
+    if not entries:
+        return build([])
+    # The answer waits for the commit's records to be as durable as the flush policy says.
+    parked = ctx.park(build)
+    result = broker.coordinator.commit_offsets(
+        broker.now(),
+        request.group_id,
+        request.generation_id_or_member_epoch,
+        request.member_id,
+        request.group_instance_id if version >= 7 else None,
+        entries,
+    )
+    broker.apply(result, parked)
+    return parked
 
 
 HANDLER = Handler.for_spec(SPECS[API_KEY], handle)

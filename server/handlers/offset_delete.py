@@ -28,28 +28,32 @@ def handle(ctx: RequestContext, request: Any) -> Any:
         for p in t.partitions:
             if known is not None and 0 <= p.partition_index < known.partitions:
                 wanted.append((t.name, p.partition_index))
-    error, errors = broker.apply(
-        broker.coordinator.delete_offsets(broker.now(), request.group_id, wanted)
-    )
-    decided = dict(zip(wanted, errors, strict=False))
-    topics = []
-    if error is ErrorCode.NONE:
-        topics = [
-            TopicResponse(
-                name=t.name,
-                partitions=[
-                    PartitionResponse(
-                        partition_index=p.partition_index,
-                        error_code=decided.get(
-                            (t.name, p.partition_index), ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
-                        ),
-                    )
-                    for p in t.partitions
-                ],
-            )
-            for t in request.topics
-        ]
-    return OffsetDeleteResponse(error_code=error, throttle_time_ms=0, topics=topics, version=0)
+
+    def build(outcome: tuple[ErrorCode, list[ErrorCode]]) -> Any:
+        error, errors = outcome
+        decided = dict(zip(wanted, errors, strict=False))
+        topics = []
+        if error is ErrorCode.NONE:
+            topics = [
+                TopicResponse(
+                    name=t.name,
+                    partitions=[
+                        PartitionResponse(
+                            partition_index=p.partition_index,
+                            error_code=decided.get(
+                                (t.name, p.partition_index), ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+                            ),
+                        )
+                        for p in t.partitions
+                    ],
+                )
+                for t in request.topics
+            ]
+        return OffsetDeleteResponse(error_code=error, throttle_time_ms=0, topics=topics, version=0)
+
+    parked = ctx.park(build)
+    broker.apply(broker.coordinator.delete_offsets(broker.now(), request.group_id, wanted), parked)
+    return parked
 
 
 HANDLER = Handler.for_spec(SPECS[API_KEY], handle)

@@ -1,0 +1,70 @@
+"""Rebuilding coordinator state from `__consumer_offsets` records (at start, per partition).
+
+Records are the source of truth: replaying a partition's log must give the state the
+coordinator had when it wrote them. A group with members comes back Stable at its
+generation, with its leader, protocol, members and assignments; its members get a fresh
+session (as Kafka does), so members that keep heartbeating carry on without a rebalance and
+members that never come back are expired by their session timeouts.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from minicoord.protocol.records import OffsetCommitKey, decode_key, decode_value
+from minicoord.server.coordinator.group import Group
+from minicoord.server.coordinator.member import Member
+from minicoord.server.coordinator.offsets import CommittedOffset
+from minicoord.server.coordinator.state import GroupState
+
+
+class PartitionReplay:
+    """Accumulates one partition's records, latest value per key winning, then applies them."""
+
+    def __init__(self, partition: int) -> None:
+        self.partition = partition
+        self.groups: dict[str, Any | None] = {}
+        self.offsets: dict[tuple[str, str, int], CommittedOffset | None] = {}
+        self.records = 0
+
+    def add(self, key: bytes, value: bytes | None) -> None:
+        self.records += 1
+        decoded = decode_key(key)
+        if isinstance(decoded, OffsetCommitKey):
+            tp_key = (decoded.group, decoded.topic, decoded.partition)
+            if value is None:
+                self.offsets[tp_key] = None
+                return
+            v = decode_value(decoded, value)
+            self.offsets[tp_key] = CommittedOffset(
+                v.offset, v.leader_epoch, v.metadata or "", v.commit_timestamp
+            )
+            return
+        self.groups[decoded.group] = None if value is None else decode_value(decoded, value)
+
+
+def rebuild_group(group_id: str, partition: int, value: Any, now: int) -> Group:
+    group = Group(group_id, partition, now)
+    group.generation_id = value.generation
+    group.protocol_type = value.protocol_type or None
+    group.protocol_name = value.protocol
+    if value.current_state_timestamp is not None and value.current_state_timestamp >= 0:
+        group.state_timestamp = value.current_state_timestamp
+    for m in value.members:
+        member = Member(
+            member_id=m.member_id,
+            group_instance_id=m.group_instance_id,
+            client_id=m.client_id,
+            client_host=m.client_host,
+            rebalance_timeout_ms=m.rebalance_timeout,
+            session_timeout_ms=m.session_timeout,
+            protocol_type=value.protocol_type,
+            protocols=[(value.protocol or "", bytes(m.subscription))],
+            last_heartbeat=now,
+            assignment=bytes(m.assignment),
+        )
+        group.add(member)
+    group.leader_id = value.leader if value.leader in group.members else group.leader_id
+    # Loading is not a transition: the group resumes where its records left it.
+    group.state = GroupState.STABLE if group.members else GroupState.EMPTY
+    return group
