@@ -388,6 +388,10 @@ class GroupCoordinator:
             else:
                 self.offsets.delete(fx, partition, group_id, tp)
                 errors.append(ErrorCode.NONE)
+        if group.state is GroupState.EMPTY and not self.offsets.has_offsets(group_id):
+            # Nothing is left of it: remove it now, as the retention check would, so that the
+            # live state stays what replaying the log gives.
+            self.groups.expire(fx, now, group)
         return fx.result((ErrorCode.NONE, errors))
 
     # -- admin ----------------------------------------------------------------------------

@@ -72,12 +72,12 @@ class GroupManager:
         return gone
 
     def expire(self, fx: Effects, now: int, group: Group) -> None:
-        """Delete an Empty group that has no offsets left (retention ran out)."""
+        """Delete an Empty group that has no offsets left."""
         group.transition(GroupState.DEAD, now)
         self._cancel_group_timers(group)
         del self.groups[group.group_id]
         fx.persist(group.partition, Record(group_metadata_key(group.group_id), None))
-        log.info("group %s: expired (empty, no offsets left)", group.group_id)
+        log.info("group %s: removed (empty, no offsets left)", group.group_id)
 
     def get_or_create(self, group_id: str, now: int) -> Group:
         group = self.groups.get(group_id)

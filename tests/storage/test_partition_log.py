@@ -1,0 +1,232 @@
+"""The on-disk partition log: appends, rolls, recovery from damage, and the cleaner."""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+
+import pytest
+from minicoord.protocol.records import (
+    Record,
+    decode_key,
+    decode_value,
+    offset_commit_key,
+    offset_commit_value,
+)
+from minicoord.storage.batch import CorruptBatch, check_batch, encode_batch
+from minicoord.storage.cleaner import clean, dirty_ratio
+from minicoord.storage.partition_log import (
+    CLEANED,
+    SWAP,
+    CorruptLog,
+    PartitionLog,
+    scan_segment,
+    swap_name,
+)
+
+
+def commit(group: str, partition: int, offset: int) -> Record:
+    return Record(offset_commit_key(group, "t", partition), offset_commit_value(offset, -1, "", 1))
+
+
+def tombstone(group: str, partition: int) -> Record:
+    return Record(offset_commit_key(group, "t", partition), None)
+
+
+def open_log(path: Path, segment_bytes: int = 1 << 20) -> PartitionLog:
+    plog = PartitionLog(path, 7, segment_bytes)
+    plog.open()
+    return plog
+
+
+def offsets_by_key(plog: PartitionLog) -> dict[tuple[str, int], int | None]:
+    latest: dict[tuple[str, int], int | None] = {}
+    for r in plog.read():
+        key = decode_key(r.key)
+        latest[(key.group, key.partition)] = (
+            None if r.value is None else decode_value(key, r.value).offset
+        )
+    return latest
+
+
+def test_batches_round_trip_in_kafkas_format() -> None:
+    records = [commit("g", 0, 5), tombstone("g", 1)]
+    data = encode_batch(40, records, timestamp=1234)
+    batch = check_batch(data)
+    assert (batch.base_offset, batch.magic, batch.last_offset_delta) == (40, 2, 1)
+    decoded = list(batch)
+    assert [r.offset for r in decoded] == [40, 41]
+    assert bytes(decoded[0].key) == records[0].key and decoded[1].value is None
+    damaged = bytearray(data)
+    damaged[-1] ^= 0x01
+    with pytest.raises(CorruptBatch, match="CRC"):
+        check_batch(bytes(damaged))
+
+
+def test_appends_roll_and_reopen_with_the_same_records(tmp_path: Path) -> None:
+    plog = open_log(tmp_path, segment_bytes=1024)
+    for i in range(200):
+        assert plog.append([commit("g", i % 3, i)], timestamp=i) == i
+    assert len(plog.segments) > 3
+    names = sorted(p.name for p in tmp_path.glob("*.log"))
+    assert names[0] == "00000000000000000000.log"
+    assert [int(n[:-4]) for n in names] == [s.base_offset for s in plog.segments]
+    plog.close()
+    again = open_log(tmp_path, segment_bytes=1024)
+    assert again.next_offset == 200
+    assert [r.offset for r in again.read()] == list(range(200))
+    assert again.append([commit("g", 0, 999)], timestamp=1) == 200
+
+
+def test_a_torn_last_batch_is_truncated_with_a_log_line(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    plog = open_log(tmp_path)
+    for i in range(5):
+        plog.append([commit("g", 0, i)], timestamp=i)
+    plog.close()
+    (segment,) = tmp_path.glob("*.log")
+    size = segment.stat().st_size
+    with open(segment, "r+b") as f:
+        f.truncate(size - 7)  # the last write was cut short
+    with caplog.at_level(logging.WARNING, "minicoord.storage"):
+        again = open_log(tmp_path)
+    assert offsets_by_key(again) == {("g", 0): 3}
+    assert again.next_offset == 4
+    (cut,) = again.truncations
+    assert cut.path == segment and cut.position == size - (size // 5)
+    assert f"truncating {segment} at byte {cut.position}" in caplog.text
+    # The next append continues where the valid data ends.
+    assert again.append([commit("g", 0, 77)], timestamp=9) == 4
+
+
+def test_a_flipped_bit_in_the_last_batch_is_truncated(tmp_path: Path) -> None:
+    plog = open_log(tmp_path)
+    for i in range(5):
+        plog.append([commit("g", 0, i)], timestamp=i)
+    plog.close()
+    (segment,) = tmp_path.glob("*.log")
+    data = bytearray(segment.read_bytes())
+    data[-3] ^= 0x10
+    segment.write_bytes(bytes(data))
+    again = open_log(tmp_path)
+    assert offsets_by_key(again) == {("g", 0): 3}
+    assert "CRC" in again.truncations[0].reason
+
+
+def test_damage_before_valid_data_in_the_active_segment_refuses_the_log(tmp_path: Path) -> None:
+    plog = open_log(tmp_path)
+    for i in range(5):
+        plog.append([commit("g", 0, i)], timestamp=i)
+    plog.close()
+    (segment,) = tmp_path.glob("*.log")
+    data = bytearray(segment.read_bytes())
+    batch_size = len(data) // 5
+    data[batch_size + 30] ^= 0x01  # inside the second of five batches
+    segment.write_bytes(bytes(data))
+    with pytest.raises(CorruptLog) as info:
+        open_log(tmp_path)
+    assert info.value.path == segment and info.value.position == batch_size
+    # Nothing was cut: the file is as it was, for an operator to inspect.
+    assert segment.read_bytes() == bytes(data)
+
+
+def test_damage_in_an_earlier_segment_refuses_the_log(tmp_path: Path) -> None:
+    plog = open_log(tmp_path, segment_bytes=400)
+    for i in range(40):
+        plog.append([commit("g", i % 4, i)], timestamp=i)
+    plog.close()
+    first = sorted(tmp_path.glob("*.log"))[0]
+    data = bytearray(first.read_bytes())
+    data[-2] ^= 0x04  # the last batch of a closed segment is not the log's tail
+    first.write_bytes(bytes(data))
+    with pytest.raises(CorruptLog, match=first.name):
+        open_log(tmp_path, segment_bytes=400)
+
+
+def test_a_damaged_length_field_is_not_mistaken_for_a_torn_tail(tmp_path: Path) -> None:
+    plog = open_log(tmp_path)
+    for i in range(4):
+        plog.append([commit("g", 0, i)], timestamp=i)
+    plog.close()
+    (segment,) = tmp_path.glob("*.log")
+    data = bytearray(segment.read_bytes())
+    data[8] = 0x7F  # the first batch now claims to run far past the end of the file
+    segment.write_bytes(bytes(data))
+    scan = scan_segment(bytes(data), 0)
+    assert scan.damage_at == 0 and scan.valid_after
+    with pytest.raises(CorruptLog):
+        open_log(tmp_path)
+
+
+def test_compaction_keeps_the_latest_value_per_key(tmp_path: Path) -> None:
+    plog = open_log(tmp_path, segment_bytes=2048)
+    keys = 10
+    for i in range(1000):
+        plog.append([commit("g", i % keys, i)], timestamp=i)
+    before = offsets_by_key(plog)
+    assert dirty_ratio(plog) == 1.0
+    result = clean(plog, now_ms=10_000, delete_retention_ms=1_000_000)
+    assert result is not None and result.records_before > 900
+    assert offsets_by_key(plog) == before
+    # Closed segments hold at most one record per key; only the active one has more.
+    closed_records = result.records_after
+    assert closed_records <= keys
+    assert len(list(plog.read())) <= keys + 2048 // 50
+    assert dirty_ratio(plog) == 0.0
+    plog.close()
+    assert offsets_by_key(open_log(tmp_path, segment_bytes=2048)) == before
+
+
+def test_tombstones_outlive_delete_retention_then_go(tmp_path: Path) -> None:
+    plog = open_log(tmp_path, segment_bytes=600)
+    plog.append([commit("g", 0, 1)], timestamp=100)
+    plog.append([tombstone("g", 0)], timestamp=200)
+    for i in range(30):
+        plog.append([commit("h", 1, i)], timestamp=300 + i)
+    # Young tombstone: kept, so a replay still sees the deletion.
+    clean(plog, now_ms=1_000, delete_retention_ms=10_000)
+    assert offsets_by_key(plog)[("g", 0)] is None
+    # Old enough: the key is gone altogether.
+    clean(plog, now_ms=20_000, delete_retention_ms=10_000)
+    assert ("g", 0) not in offsets_by_key(plog)
+    assert offsets_by_key(plog)[("h", 1)] == 29
+
+
+def test_an_unfinished_cleaning_is_discarded_at_open(tmp_path: Path) -> None:
+    plog = open_log(tmp_path, segment_bytes=600)
+    for i in range(40):
+        plog.append([commit("g", i % 2, i)], timestamp=i)
+    before = offsets_by_key(plog)
+    plog.close()
+    leftover = tmp_path / swap_name(0, 999, CLEANED)
+    leftover.write_bytes(b"half a cleaning")
+    again = open_log(tmp_path, segment_bytes=600)
+    assert not leftover.exists()
+    assert offsets_by_key(again) == before
+
+
+def test_an_interrupted_swap_is_completed_at_open(tmp_path: Path) -> None:
+    plog = open_log(tmp_path, segment_bytes=600)
+    for i in range(60):
+        plog.append([commit("g", i % 2, i)], timestamp=i)
+    before = offsets_by_key(plog)
+    segments = list(plog.segments)
+    closed, active = segments[:-1], segments[-1]
+    assert len(closed) >= 2
+    # Run a cleaning up to its commit point (the .swap file), then "crash" before swapping.
+    from minicoord.storage.batch import encode_stored
+    from minicoord.storage.partition_log import records_of
+
+    latest: dict[bytes, object] = {}
+    for s in segments:
+        for r in records_of(s.path.read_bytes()):
+            latest[r.key] = r
+    kept = [r for r in latest.values() if r.offset < active.base_offset]  # type: ignore[attr-defined]
+    swap = tmp_path / swap_name(closed[0].base_offset, active.base_offset, SWAP)
+    swap.write_bytes(encode_stored(sorted(kept, key=lambda r: r.offset)) if kept else b"")  # type: ignore[attr-defined]
+    plog.close()
+    again = open_log(tmp_path, segment_bytes=600)
+    assert not swap.exists()
+    assert len(again.segments) == 2  # the cleaned segment and the active one
+    assert offsets_by_key(again) == before
