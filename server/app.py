@@ -163,13 +163,14 @@ class Server:
 
 async def serve(server: Server) -> None:
     """Run until SIGTERM or SIGINT, printing the ready line once listening."""
-    await server.start()
-    print(f"minicoord listening on {server.bootstrap}", flush=True)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
+    # Before the ready line: a script may send SIGTERM as soon as it has read it.
     for sig in (signal.SIGTERM, signal.SIGINT):
         with contextlib.suppress(NotImplementedError):
             loop.add_signal_handler(sig, stop.set)
+    await server.start()
+    print(f"minicoord listening on {server.bootstrap}", flush=True)
     await stop.wait()
     log.info("shutting down")
     await server.stop()
