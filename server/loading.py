@@ -28,6 +28,7 @@ def read_partition(store: DurableStore, partition: int) -> PartitionReplay:
     replay = PartitionReplay(partition)
     for record in plog.read():
         replay.add(record.key, record.value)
+    replay.decode()
     return replay
 
 
@@ -57,7 +58,7 @@ async def load_partitions(
             "loaded offsets partition %d: %d records, %d groups, %d offsets in %.0f ms",
             partition,
             replay.records,
-            sum(1 for v in replay.groups.values() if v is not None),
-            sum(1 for v in replay.offsets.values() if v is not None),
+            len(replay.groups),
+            len(replay.offsets),
             (time.perf_counter() - started) * 1000,
         )

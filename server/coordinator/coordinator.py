@@ -92,14 +92,13 @@ class GroupCoordinator:
     def finish_loading(self, replay: PartitionReplay, now: int) -> None:
         """Install a replayed partition's groups and offsets and start serving it."""
         partition = replay.partition
+        replay.decode()
         for gid, value in replay.groups.items():
-            if value is not None:
-                self.groups.adopt(rebuild_group(gid, partition, value, now), now)
+            self.groups.adopt(rebuild_group(gid, partition, value, now), now)
         for (gid, topic, index), committed in replay.offsets.items():
-            if committed is not None:
-                self.offsets.restore(gid, (topic, index), committed)
-                # Offsets without group metadata belong to a group that only stores offsets.
-                self.groups.get_or_create(gid, now)
+            self.offsets.restore(gid, (topic, index), committed)
+            # Offsets without group metadata belong to a group that only stores offsets.
+            self.groups.get_or_create(gid, now)
         self.set_partition_status(partition, PartitionStatus.ACTIVE)
 
     def fail_loading(self, partition: int) -> None:

@@ -19,28 +19,38 @@ from minicoord.server.coordinator.state import GroupState
 
 
 class PartitionReplay:
-    """Accumulates one partition's records, latest value per key winning, then applies them."""
+    """One partition's records, the latest value per key winning.
+
+    Only the surviving value of each key is decoded (in `decode`), so replaying a long
+    uncompacted log costs a dict write per record rather than a decode.
+    """
 
     def __init__(self, partition: int) -> None:
         self.partition = partition
-        self.groups: dict[str, Any | None] = {}
-        self.offsets: dict[tuple[str, str, int], CommittedOffset | None] = {}
+        self.latest: dict[bytes, bytes | None] = {}
         self.records = 0
+        self.groups: dict[str, Any] = {}
+        self.offsets: dict[tuple[str, str, int], CommittedOffset] = {}
 
     def add(self, key: bytes, value: bytes | None) -> None:
         self.records += 1
-        decoded = decode_key(key)
-        if isinstance(decoded, OffsetCommitKey):
-            tp_key = (decoded.group, decoded.topic, decoded.partition)
+        self.latest[key] = value
+
+    def decode(self) -> None:
+        """Decode the surviving records into `groups` and `offsets` (tombstoned keys drop out)."""
+        for key, value in self.latest.items():
             if value is None:
-                self.offsets[tp_key] = None
-                return
+                continue
+            decoded = decode_key(key)
             v = decode_value(decoded, value)
-            self.offsets[tp_key] = CommittedOffset(
-                v.offset, v.leader_epoch, v.metadata or "", v.commit_timestamp
-            )
-            return
-        self.groups[decoded.group] = None if value is None else decode_value(decoded, value)
+            if isinstance(decoded, OffsetCommitKey):
+                tp_key = (decoded.group, decoded.topic, decoded.partition)
+                self.offsets[tp_key] = CommittedOffset(
+                    v.offset, v.leader_epoch, v.metadata or "", v.commit_timestamp
+                )
+            else:
+                self.groups[decoded.group] = v
+        self.latest = {}
 
 
 def rebuild_group(group_id: str, partition: int, value: Any, now: int) -> Group:

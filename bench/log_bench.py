@@ -1,0 +1,217 @@
+"""Benchmarks of the durable offsets log.
+
+- commits: acknowledged OffsetCommits per second against a real server process, for each
+  log.flush.policy, driven by raw protocol clients in separate processes (many requests in
+  flight, so group commit batches them);
+- recovery: time to verify and replay one partition log of N records (default 1,000,000);
+- compaction: cleaner throughput on that log, and the worst event-loop stall it causes while
+  the loop keeps a 1 ms ticker running.
+
+Run: python -m minicoord.bench.log_bench [--records 1000000] [--seconds 5]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import multiprocessing
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from minicoord.protocol.records import Record, offset_commit_key, offset_commit_value
+from minicoord.server.process import start_server_process
+
+TOPIC = "bench"
+PARTITIONS = 16
+
+
+def _commit_worker(port: int, worker: int, clients: int, seconds: float, out: Any) -> None:
+    import uvloop
+    from kafka.protocol.consumer import OffsetCommitRequest
+    from minicoord.clients.connection import ProtocolClient
+
+    Topic = OffsetCommitRequest.OffsetCommitRequestTopic
+    Partition = Topic.OffsetCommitRequestPartition
+
+    async def client(index: int, stop_at: float) -> int:
+        conn = await ProtocolClient.connect("127.0.0.1", port, f"bench-{worker}-{index}")
+        group = f"commit-bench-{worker}-{index}"
+        acked = 0
+        offset = 0
+        try:
+            while time.perf_counter() < stop_at:
+                offset += 1
+                request = OffsetCommitRequest(
+                    version=8,
+                    group_id=group,
+                    generation_id_or_member_epoch=-1,
+                    member_id="",
+                    group_instance_id=None,
+                    topics=[
+                        Topic(
+                            name=TOPIC,
+                            partitions=[
+                                Partition(
+                                    partition_index=offset % PARTITIONS,
+                                    committed_offset=offset,
+                                    committed_leader_epoch=-1,
+                                    committed_metadata="",
+                                )
+                            ],
+                        )
+                    ],
+                )
+                response = await conn.request(request)
+                if response.topics[0].partitions[0].error_code == 0:
+                    acked += 1
+        finally:
+            await conn.close()
+        return acked
+
+    async def main() -> int:
+        stop_at = time.perf_counter() + seconds
+        return sum(await asyncio.gather(*(client(i, stop_at) for i in range(clients))))
+
+    out.put(uvloop.run(main()))
+
+
+def commits_per_second(policy: str, seconds: float, workers: int, clients: int) -> dict[str, Any]:
+    with tempfile.TemporaryDirectory() as tmp:
+        server = start_server_process(
+            {"log.flush.policy": policy},
+            topics=[(TOPIC, PARTITIONS)],
+            data_dir=tmp,
+            extra_args=["--log-level", "WARNING"],
+        )
+        try:
+            queue: multiprocessing.Queue[int] = multiprocessing.Queue()
+            procs = [
+                multiprocessing.Process(
+                    target=_commit_worker, args=(server.port, w, clients, seconds, queue)
+                )
+                for w in range(workers)
+            ]
+            started = time.perf_counter()
+            for p in procs:
+                p.start()
+            acked = sum(queue.get(timeout=seconds + 60) for _ in procs)
+            elapsed = time.perf_counter() - started
+            for p in procs:
+                p.join(30)
+        finally:
+            server.stop()
+    return {
+        "measure": f"acknowledged OffsetCommits/s, log.flush.policy={policy}",
+        "commits": acked,
+        "per_second": round(acked / elapsed),
+        "clients": workers * clients,
+    }
+
+
+def write_log(directory: Path, records: int, keys: int) -> None:
+    from minicoord.storage.partition_log import PartitionLog
+
+    plog = PartitionLog(directory, 0, 8 * 1024 * 1024)
+    plog.open()
+    batch: list[Record] = []
+    for i in range(records):
+        key = offset_commit_key(f"group-{i % keys}", TOPIC, i % PARTITIONS)
+        batch.append(Record(key, offset_commit_value(i, -1, "", 1_700_000_000_000 + i)))
+        if len(batch) == 100:
+            plog.append(batch, 1_700_000_000_000 + i)
+            batch = []
+    if batch:
+        plog.append(batch, 1_700_000_000_000)
+    plog.close()
+
+
+def recovery(records: int, keys: int) -> dict[str, Any]:
+    from minicoord.server.loading import read_partition
+    from minicoord.storage.log import DurableStore
+
+    with tempfile.TemporaryDirectory() as tmp:
+        data_dir = Path(tmp)
+        write_log(data_dir / "__consumer_offsets-0", records, keys)
+        size = sum(p.stat().st_size for p in data_dir.rglob("*.log"))
+        store = DurableStore(data_dir, 50)
+        started = time.perf_counter()
+        replay = read_partition(store, 0)
+        elapsed = time.perf_counter() - started
+        store.close()
+    assert replay.records == records
+    return {
+        "measure": "recovery: verify and replay one partition",
+        "records": records,
+        "bytes": size,
+        "seconds": round(elapsed, 2),
+        "records_per_second": round(records / elapsed),
+    }
+
+
+async def _compaction_with_stall_probe(records: int, keys: int) -> dict[str, Any]:
+    from minicoord.storage.cleaner import clean
+    from minicoord.storage.partition_log import PartitionLog
+
+    with tempfile.TemporaryDirectory() as tmp:
+        directory = Path(tmp) / "__consumer_offsets-0"
+        write_log(directory, records, keys)
+        plog = PartitionLog(directory, 0, 8 * 1024 * 1024)
+        plog.open()
+        plog.roll()
+        worst = 0.0
+        done = False
+
+        async def ticker() -> None:
+            nonlocal worst
+            while not done:
+                before = time.perf_counter()
+                await asyncio.sleep(0.001)
+                worst = max(worst, time.perf_counter() - before - 0.001)
+
+        probe = asyncio.get_running_loop().create_task(ticker())
+        started = time.perf_counter()
+        result = await asyncio.get_running_loop().run_in_executor(
+            None, clean, plog, int(time.time() * 1000), 86_400_000
+        )
+        elapsed = time.perf_counter() - started
+        done = True
+        await probe
+        plog.close()
+    assert result is not None
+    return {
+        "measure": "compaction of one partition (cleaner thread)",
+        "records_before": result.records_before,
+        "records_after": result.records_after,
+        "bytes_before": result.bytes_before,
+        "seconds": round(elapsed, 2),
+        "records_per_second": round(result.records_before / elapsed),
+        "worst_loop_stall_ms": round(worst * 1000, 1),
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--records", type=int, default=1_000_000)
+    parser.add_argument("--keys", type=int, default=10_000)
+    parser.add_argument("--seconds", type=float, default=5.0)
+    parser.add_argument("--workers", type=int, default=2, help="client processes")
+    parser.add_argument("--clients", type=int, default=50, help="connections per process")
+    parser.add_argument("--policies", nargs="+", default=["write", "fsync", "none"])
+    args = parser.parse_args()
+    results = [
+        commits_per_second(policy, args.seconds, args.workers, args.clients)
+        for policy in args.policies
+    ]
+    results.append(recovery(args.records, args.keys))
+    import uvloop
+
+    results.append(uvloop.run(_compaction_with_stall_probe(args.records, args.keys)))
+    for r in results:
+        print(json.dumps(r))
+
+
+if __name__ == "__main__":
+    main()
