@@ -16,6 +16,7 @@ import argparse
 import asyncio
 import json
 import multiprocessing
+import os
 import tempfile
 import time
 from pathlib import Path
@@ -71,11 +72,22 @@ def _commit_worker(port: int, worker: int, clients: int, seconds: float, out: An
             await conn.close()
         return acked
 
-    async def main() -> int:
+    async def main() -> tuple[int, float]:
+        # Measure from a common start a second out, once every worker has connected.
+        start_at = time.time() + 1.0
+        await asyncio.sleep(start_at - time.time())
         stop_at = time.perf_counter() + seconds
-        return sum(await asyncio.gather(*(client(i, stop_at) for i in range(clients))))
+        began = time.perf_counter()
+        acked = sum(await asyncio.gather(*(client(i, stop_at) for i in range(clients))))
+        return acked, time.perf_counter() - began
 
     out.put(uvloop.run(main()))
+
+
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU time a process has used (Linux /proc)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def commits_per_second(policy: str, seconds: float, workers: int, clients: int) -> dict[str, Any]:
@@ -87,26 +99,31 @@ def commits_per_second(policy: str, seconds: float, workers: int, clients: int) 
             extra_args=["--log-level", "WARNING"],
         )
         try:
-            queue: multiprocessing.Queue[int] = multiprocessing.Queue()
+            queue: multiprocessing.Queue[tuple[int, float]] = multiprocessing.Queue()
             procs = [
                 multiprocessing.Process(
                     target=_commit_worker, args=(server.port, w, clients, seconds, queue)
                 )
                 for w in range(workers)
             ]
-            started = time.perf_counter()
             for p in procs:
                 p.start()
-            acked = sum(queue.get(timeout=seconds + 60) for _ in procs)
-            elapsed = time.perf_counter() - started
+            time.sleep(1.0)
+            cpu_before = cpu_seconds(server.proc.pid)
+            results = [queue.get(timeout=seconds + 60) for _ in procs]
+            cpu = cpu_seconds(server.proc.pid) - cpu_before
             for p in procs:
                 p.join(30)
         finally:
             server.stop()
+    acked = sum(a for a, _ in results)
+    elapsed = max(e for _, e in results)
     return {
         "measure": f"acknowledged OffsetCommits/s, log.flush.policy={policy}",
         "commits": acked,
         "per_second": round(acked / elapsed),
+        "server_cpu_cores": round(cpu / elapsed, 2),
+        "per_server_cpu_second": round(acked / cpu) if cpu else None,
         "clients": workers * clients,
     }
 

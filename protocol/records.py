@@ -45,7 +45,44 @@ class Record:
     value: bytes | None
 
 
+# Offset commits are the hot write path, so their key and value are packed by hand;
+# tests/protocol/test_record_codecs.py proves them byte-equal to the generated encoders
+# (`generated_offset_commit_key` / `generated_offset_commit_value`).
+_H = struct.Struct(">h")
+_KEY_TAIL = struct.Struct(">i")
+_VALUE_HEAD = struct.Struct(">hqih")
+_VALUE_TAIL = struct.Struct(">q")
+
+
 def offset_commit_key(group: str, topic: str, partition: int) -> bytes:
+    g = group.encode()
+    t = topic.encode()
+    return b"".join(
+        (
+            _H.pack(OFFSET_COMMIT_KEY_VERSION),
+            _H.pack(len(g)),
+            g,
+            _H.pack(len(t)),
+            t,
+            _KEY_TAIL.pack(partition),
+        )
+    )
+
+
+def offset_commit_value(
+    offset: int, leader_epoch: int, metadata: str, commit_timestamp: int
+) -> bytes:
+    m = metadata.encode()
+    return b"".join(
+        (
+            _VALUE_HEAD.pack(OFFSET_COMMIT_VALUE_VERSION, offset, leader_epoch, len(m)),
+            m,
+            _VALUE_TAIL.pack(commit_timestamp),
+        )
+    )
+
+
+def generated_offset_commit_key(group: str, topic: str, partition: int) -> bytes:
     return bytes(
         OffsetCommitKey(group=group, topic=topic, partition=partition).encode(
             version=OFFSET_COMMIT_KEY_VERSION
@@ -53,7 +90,7 @@ def offset_commit_key(group: str, topic: str, partition: int) -> bytes:
     )
 
 
-def offset_commit_value(
+def generated_offset_commit_value(
     offset: int, leader_epoch: int, metadata: str, commit_timestamp: int
 ) -> bytes:
     return bytes(
@@ -77,12 +114,9 @@ def group_metadata_value(**fields: Any) -> bytes:
     )
 
 
-_VERSION = struct.Struct(">h")
-
-
 def decode_key(key: bytes) -> OffsetCommitKey | GroupMetadataKey:
     """Decode a record key by its leading version, as Kafka's loader does."""
-    (version,) = _VERSION.unpack_from(key, 0)
+    (version,) = _H.unpack_from(key, 0)
     if version in (0, 1):
         return OffsetCommitKey.decode(key)
     if version == 2:

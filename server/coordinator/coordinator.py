@@ -67,9 +67,19 @@ class GroupCoordinator:
         # Only partitions that are not ACTIVE are listed, so the common case costs one
         # empty-dict test per request.
         self.partition_status: dict[int, PartitionStatus] = {}
+        self._partitions: dict[str, int] = {}
 
     def partition_for(self, group_id: str) -> int:
-        return partition_for(group_id, self.config.offsets_topic_num_partitions)
+        # The Java hash walks the id in Python on every commit; remember it per group.
+        cache = self._partitions
+        partition = cache.get(group_id)
+        if partition is None:
+            if len(cache) >= 100_000:
+                cache.clear()
+            partition = cache[group_id] = partition_for(
+                group_id, self.config.offsets_topic_num_partitions
+            )
+        return partition
 
     def set_partition_status(self, partition: int, status: PartitionStatus) -> None:
         if status is PartitionStatus.ACTIVE:
