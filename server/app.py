@@ -13,6 +13,7 @@ from pathlib import Path
 from minicoord.server.broker import Broker
 from minicoord.server.config import Config
 from minicoord.server.connection import KafkaConnection
+from minicoord.server.faults import Controller
 from minicoord.server.loading import load_partitions
 from minicoord.storage.cleaner import CleanResult, clean, dirty_ratio
 from minicoord.storage.log import DurableStore, FlushPolicy
@@ -46,6 +47,7 @@ class Server:
                 self.config.offsets_topic_segment_bytes,
             )
         self.broker = Broker(self.config, store=self.durable or InMemoryStore())
+        self.control = Controller(self.broker)
         for name, partitions in topics:
             self.broker.topics.create(name, partitions)
         self._server: asyncio.base_events.Server | None = None

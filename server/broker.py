@@ -24,6 +24,7 @@ from minicoord.protocol.records import Record
 from minicoord.server.config import Config
 from minicoord.server.coordinator.coordinator import GroupCoordinator
 from minicoord.server.coordinator.results import Result
+from minicoord.server.faults import Faults
 from minicoord.server.handlers import HandlerRegistry
 from minicoord.server.topics import TopicRegistry
 from minicoord.storage.store import InMemoryStore, RecordStore
@@ -61,6 +62,7 @@ class Broker:
         self.handlers = HandlerRegistry.default()
         self.cluster_id = new_cluster_id()
         self.connections: set[KafkaConnection] = set()
+        self.faults = Faults()
         self._loop: asyncio.AbstractEventLoop | None = None
         self._timer: asyncio.TimerHandle | None = None
         self._timer_at: int | None = None

@@ -119,6 +119,16 @@ class GroupCoordinator:
             self.offsets.forget_group(gid)
         self.set_partition_status(partition, PartitionStatus.FAILED)
 
+    # -- operator actions -------------------------------------------------------------------
+
+    def force_rebalance(self, now: int, group_id: str) -> Result[bool]:
+        fx = Effects()
+        return fx.result(self.groups.force_rebalance(fx, now, group_id))
+
+    def expire_member(self, now: int, group_id: str, member_id: str) -> Result[bool]:
+        fx = Effects()
+        return fx.result(self.groups.expire_member(fx, now, group_id, member_id))
+
     # -- retention ------------------------------------------------------------------------
 
     def start(self, now: int) -> None:

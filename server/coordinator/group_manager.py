@@ -714,6 +714,27 @@ class GroupManager:
         elif group.state is GroupState.PREPARING_REBALANCE:
             self._try_complete_join(fx, now, group)
 
+    # -- operator actions (fault injection) ---------------------------------------------------
+
+    def force_rebalance(self, fx: Effects, now: int, group_id: str) -> bool:
+        """Start a rebalance of a Stable or CompletingRebalance group, as a member change would."""
+        group = self.groups.get(group_id)
+        if group is None or not group.members or not group.can_rebalance:
+            return False
+        self._prepare_rebalance(fx, now, group, "rebalance forced by an operator")
+        return True
+
+    def expire_member(self, fx: Effects, now: int, group_id: str, member_id: str) -> bool:
+        """Remove a member as if its session had timed out, now."""
+        group = self.groups.get(group_id)
+        member = group.members.get(member_id) if group else None
+        if group is None or member is None:
+            return False
+        log.info("group %s: member %s expired by an operator", group_id, member_id)
+        self._remove_member(fx, group, member)
+        self._after_removal(fx, now, group, f"member {member_id} expired by an operator")
+        return True
+
     # -- admin ----------------------------------------------------------------------------
 
     def describe(self, group_id: str) -> GroupDescription:

@@ -1,0 +1,249 @@
+"""Fault injection: what a test asks the server to do wrong, on purpose.
+
+A real Kafka makes rebalances and coordinator failures hard to provoke; here a test can ask for
+them. `Faults` holds the rules and is consulted by the connection for every request, before its
+handler runs (so an injected error changes no state):
+
+- the next N requests of an API (optionally only for one group or client id) fail with a code;
+- an API's responses are delayed;
+- groups (one, or all) are answered as if their coordinator moved (NOT_COORDINATOR) or were
+  loading (COORDINATOR_LOAD_IN_PROGRESS) for a while: that one is a partition status in the
+  coordinator, so every API sees it consistently.
+
+`Controller` is the single place these actions and the coordinator's own (force a rebalance,
+expire a member now) are exposed from: the Python API of an embedded server and the HTTP
+control endpoint behind `minicoord ctl` both call it.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from minicoord.protocol.apis import SPECS
+from minicoord.protocol.errors import ErrorCode
+from minicoord.server.coordinator.coordinator import PartitionStatus
+
+if TYPE_CHECKING:
+    from minicoord.server.broker import Broker
+
+log = logging.getLogger("minicoord.faults")
+
+API_BY_NAME = {spec.name.lower(): spec.key for spec in SPECS.values()}
+
+
+def api_key(api: str | int) -> int:
+    """An API named as Kafka names it (case-insensitive, e.g. "Heartbeat") or by key."""
+    if isinstance(api, int) or str(api).isdigit():
+        key = int(api)
+        if key not in SPECS:
+            raise ValueError(f"API key {key} is not one minicoord serves")
+        return key
+    try:
+        return API_BY_NAME[str(api).lower()]
+    except KeyError:
+        raise ValueError(f"unknown API {api!r}; one of {sorted(API_BY_NAME)}") from None
+
+
+def error_code(error: str | int) -> ErrorCode:
+    if isinstance(error, int) or str(error).lstrip("-").isdigit():
+        return ErrorCode(int(error))
+    try:
+        return ErrorCode[str(error).upper()]
+    except KeyError:
+        raise ValueError(f"unknown error code {error!r}") from None
+
+
+@dataclass
+class FailRule:
+    api_key: int
+    error: ErrorCode
+    remaining: int
+    group_id: str | None = None
+    client_id: str | None = None
+
+
+@dataclass
+class LatencyRule:
+    api_key: int
+    delay_ms: int
+    until: int | None  # wall-clock ms; None: until cleared
+
+
+def group_ids_of(api_key: int, request: Any) -> list[str]:
+    """The groups a request is about, for rules scoped to a group."""
+    if api_key == 10:  # FindCoordinator
+        keys = getattr(request, "coordinator_keys", None) or [getattr(request, "key", None)]
+        return [k for k in keys if k]
+    if api_key == 15:
+        return list(request.groups)
+    if api_key == 42:
+        return list(request.groups_names)
+    if api_key == 9 and getattr(request, "groups", None):
+        return [g.group_id for g in request.groups]
+    group_id = getattr(request, "group_id", None)
+    return [group_id] if group_id else []
+
+
+class Faults:
+    def __init__(self) -> None:
+        self.fail_rules: list[FailRule] = []
+        self.latency_rules: list[LatencyRule] = []
+
+    def __bool__(self) -> bool:
+        return bool(self.fail_rules or self.latency_rules)
+
+    def injected_error(self, api_key: int, client_id: str | None, request: Any) -> ErrorCode | None:
+        """The error to answer this request with, consuming one use of the matching rule."""
+        for rule in self.fail_rules:
+            if rule.api_key != api_key or rule.remaining <= 0:
+                continue
+            if rule.client_id is not None and rule.client_id != client_id:
+                continue
+            if rule.group_id is not None and rule.group_id not in group_ids_of(api_key, request):
+                continue
+            rule.remaining -= 1
+            if rule.remaining == 0:
+                self.fail_rules.remove(rule)
+            return rule.error
+        return None
+
+    def delay_ms(self, api_key: int, now: int) -> int:
+        self.latency_rules = [r for r in self.latency_rules if r.until is None or r.until > now]
+        return max((r.delay_ms for r in self.latency_rules if r.api_key == api_key), default=0)
+
+
+def error_response(spec: Any, version: int, request: Any, error: ErrorCode) -> Any:
+    """A response to `request` that carries `error` wherever this API reports errors."""
+    response_cls = spec.response
+    key = spec.key
+    if key == 8:  # OffsetCommit: per partition only
+        topic_cls = response_cls.OffsetCommitResponseTopic
+        part_cls = topic_cls.OffsetCommitResponsePartition
+        topics = [
+            topic_cls(
+                name=t.name,
+                topic_id=t.topic_id,
+                partitions=[
+                    part_cls(partition_index=p.partition_index, error_code=error)
+                    for p in t.partitions
+                ],
+            )
+            for t in request.topics
+        ]
+        return response_cls(version=version, throttle_time_ms=0, topics=topics)
+    if key == 42:  # DeleteGroups: per group
+        result_cls = response_cls.DeletableGroupResult
+        results = [result_cls(group_id=g, error_code=error) for g in request.groups_names]
+        return response_cls(version=version, throttle_time_ms=0, results=results)
+    if key == 15:  # DescribeGroups: per group
+        group_cls = response_cls.DescribedGroup
+        groups = [
+            group_cls(
+                error_code=error,
+                group_id=g,
+                group_state="",
+                protocol_type="",
+                protocol_data="",
+                members=[],
+            )
+            for g in request.groups
+        ]
+        return response_cls(version=version, throttle_time_ms=0, groups=groups)
+    if key == 10 and version >= 4:  # FindCoordinator, batched
+        coord_cls = response_cls.Coordinator
+        coordinators = [
+            coord_cls(key=k, node_id=-1, host="", port=-1, error_code=error, error_message=None)
+            for k in request.coordinator_keys
+        ]
+        return response_cls(version=version, throttle_time_ms=0, coordinators=coordinators)
+    if key == 9 and version >= 8:  # OffsetFetch, batched groups
+        group_cls = response_cls.OffsetFetchResponseGroup
+        groups = [
+            group_cls(group_id=g.group_id, topics=[], error_code=error) for g in request.groups
+        ]
+        return response_cls(version=version, throttle_time_ms=0, groups=groups)
+    if "error_code" in response_cls._struct.fields:
+        return response_cls(version=version, throttle_time_ms=0, error_code=error)
+    raise ValueError(f"{spec.name} v{version} has no error field to inject into")
+
+
+class Controller:
+    """The operator's handle on a running server (Python API and `minicoord ctl`)."""
+
+    def __init__(self, broker: Broker) -> None:
+        self.broker = broker
+        self.faults = broker.faults
+        self._restores: dict[int, Any] = {}
+
+    def force_rebalance(self, group_id: str) -> bool:
+        broker = self.broker
+        done = broker.apply(broker.coordinator.force_rebalance(broker.now(), group_id))
+        log.info(
+            "control: force rebalance of %s: %s", group_id, "done" if done else "no such group"
+        )
+        return done
+
+    def expire_member(self, group_id: str, member_id: str) -> bool:
+        broker = self.broker
+        return broker.apply(broker.coordinator.expire_member(broker.now(), group_id, member_id))
+
+    def fail_next(
+        self,
+        api: str | int,
+        count: int,
+        error: str | int,
+        group_id: str | None = None,
+        client_id: str | None = None,
+    ) -> None:
+        rule = FailRule(api_key(api), error_code(error), count, group_id, client_id)
+        if rule.remaining < 1:
+            raise ValueError("count must be at least 1")
+        self.faults.fail_rules.append(rule)
+        log.info("control: next %d %s requests fail with %s", count, api, rule.error.name)
+
+    def add_latency(self, api: str | int, delay_ms: int, duration_ms: int | None = None) -> None:
+        if delay_ms < 0:
+            raise ValueError("delay must not be negative")
+        until = None if duration_ms is None else self.broker.now() + duration_ms
+        self.faults.latency_rules.append(LatencyRule(api_key(api), delay_ms, until))
+
+    def coordinator_moved(self, duration_ms: int, group_id: str | None = None) -> list[int]:
+        return self._partition_fault(PartitionStatus.MOVED, duration_ms, group_id)
+
+    def coordinator_loading(self, duration_ms: int, group_id: str | None = None) -> list[int]:
+        return self._partition_fault(PartitionStatus.LOADING, duration_ms, group_id)
+
+    def _partition_fault(
+        self, status: PartitionStatus, duration_ms: int, group_id: str | None
+    ) -> list[int]:
+        coordinator = self.broker.coordinator
+        if group_id is not None:
+            partitions = [coordinator.partition_for(group_id)]
+        else:
+            partitions = list(range(self.broker.config.offsets_topic_num_partitions))
+        # Only partitions that are healthy now or already under an injected fault: a partition
+        # really loading or failed must not be "restored" when the fault ends.
+        partitions = [
+            p for p in partitions if p not in coordinator.partition_status or p in self._restores
+        ]
+        for p in partitions:
+            coordinator.set_partition_status(p, status)
+            previous = self._restores.pop(p, None)
+            if previous is not None:
+                previous.cancel()
+            self._restores[p] = self.broker.call_later(duration_ms, lambda p=p: self._restore(p))
+        log.info("control: %d partitions %s for %d ms", len(partitions), status.value, duration_ms)
+        return partitions
+
+    def _restore(self, partition: int) -> None:
+        self._restores.pop(partition, None)
+        self.broker.coordinator.set_partition_status(partition, PartitionStatus.ACTIVE)
+
+    def clear(self) -> None:
+        self.faults.fail_rules.clear()
+        self.faults.latency_rules.clear()
+        for p, handle in list(self._restores.items()):
+            handle.cancel()
+            self._restore(p)

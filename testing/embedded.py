@@ -1,0 +1,150 @@
+"""A minicoord server on a background event-loop thread of this process.
+
+The server starts in milliseconds (no interpreter to boot) and is reachable through
+`bootstrap` like any broker. Its controller (fault injection) is exposed through a proxy whose
+calls run on the server's loop thread and return their result, so tests on any thread can use
+it safely.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import contextlib
+import threading
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from pathlib import Path
+from typing import Any, TypeVar
+
+from minicoord.server.app import Server
+from minicoord.server.config import Config
+from minicoord.server.faults import Controller
+
+T = TypeVar("T")
+
+
+class _ControlProxy:
+    """Controller methods, each run on the server's loop thread."""
+
+    def __init__(self, embedded: EmbeddedServer) -> None:
+        self._embedded = embedded
+
+    def __getattr__(self, name: str) -> Callable[..., Any]:
+        method = getattr(Controller, name)
+        if name.startswith("_") or not callable(method):
+            raise AttributeError(name)
+
+        def call(*args: Any, **kwargs: Any) -> Any:
+            return self._embedded.call(
+                lambda: method(self._embedded.server.control, *args, **kwargs)
+            )
+
+        return call
+
+
+class EmbeddedServer:
+    def __init__(
+        self,
+        configs: Mapping[str, object] | None = None,
+        topics: Iterable[tuple[str, int]] = (),
+        data_dir: str | Path | None = None,
+        host: str = "127.0.0.1",
+        port: int = 0,
+    ) -> None:
+        settings = {
+            k: str(v).lower() if isinstance(v, bool) else str(v) for k, v in (configs or {}).items()
+        }
+        self.config = Config.from_pairs(settings)
+        self._topics = list(topics)
+        self._data_dir = data_dir
+        self._host = host
+        self._port = port
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._thread: threading.Thread | None = None
+        self.server: Server
+        self.control = _ControlProxy(self)
+
+    @property
+    def bootstrap(self) -> str:
+        return self.server.bootstrap
+
+    @property
+    def port(self) -> int:
+        return self.server.port
+
+    def start(self, timeout: float = 10) -> EmbeddedServer:
+        ready: concurrent.futures.Future[None] = concurrent.futures.Future()
+
+        def run() -> None:
+            loop = _new_loop()
+            self._loop = loop
+            asyncio.set_event_loop(loop)
+            try:
+                self.server = Server(
+                    self.config, self._host, self._port, self._topics, data_dir=self._data_dir
+                )
+                loop.run_until_complete(self.server.start())
+            except BaseException as exc:
+                ready.set_exception(exc)
+                loop.close()
+                return
+            ready.set_result(None)
+            loop.run_forever()
+            loop.run_until_complete(self.server.stop())
+            loop.run_until_complete(loop.shutdown_asyncgens())
+            loop.close()
+
+        self._thread = threading.Thread(target=run, name="minicoord-server", daemon=True)
+        self._thread.start()
+        ready.result(timeout)
+        return self
+
+    def call(self, fn: Callable[[], T], timeout: float = 10) -> T:
+        """Run fn on the server's loop thread and return its result."""
+        assert self._loop is not None
+        future: concurrent.futures.Future[T] = concurrent.futures.Future()
+
+        def run() -> None:
+            try:
+                future.set_result(fn())
+            except BaseException as exc:
+                future.set_exception(exc)
+
+        self._loop.call_soon_threadsafe(run)
+        return future.result(timeout)
+
+    def stop(self, timeout: float = 15) -> None:
+        if self._loop is not None and self._thread is not None and self._thread.is_alive():
+            self._loop.call_soon_threadsafe(self._loop.stop)
+            self._thread.join(timeout)
+
+    def __enter__(self) -> EmbeddedServer:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+
+def _new_loop() -> asyncio.AbstractEventLoop:
+    try:
+        import uvloop
+    except ImportError:
+        return asyncio.new_event_loop()
+    return uvloop.new_event_loop()
+
+
+@contextlib.contextmanager
+def running(
+    configs: Mapping[str, object] | None = None,
+    topics: Iterable[tuple[str, int]] = (),
+    data_dir: str | Path | None = None,
+    host: str = "127.0.0.1",
+    port: int = 0,
+) -> Iterator[EmbeddedServer]:
+    """A server for the duration of the block; in memory unless data_dir is given."""
+    server = EmbeddedServer(configs, topics, data_dir, host, port)
+    server.start()
+    try:
+        yield server
+    finally:
+        server.stop()

@@ -1,0 +1,57 @@
+"""The pytest plugin: installing minicoord registers it (entry point `pytest11`).
+
+Fixtures:
+- `minicoord`: a fresh server for one test;
+- `minicoord_session`: one server shared by the whole session.
+Both yield an EmbeddedServer (`.bootstrap`, `.control`). Configure them with Kafka config
+names: per test with `@pytest.mark.minicoord(configs={...}, topics=[("orders", 6)])`, for the
+session with the ini option `minicoord_configs` (lines of key=value) and `minicoord_topics`
+(lines of NAME:PARTITIONS).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+from minicoord.testing.embedded import EmbeddedServer, running
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addini(
+        "minicoord_configs", "Kafka configs (key=value lines) of minicoord_session", "linelist"
+    )
+    parser.addini(
+        "minicoord_topics", "topics (NAME:PARTITIONS lines) of minicoord_session", "linelist"
+    )
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line(
+        "markers", "minicoord(configs=None, topics=()): settings of the test's minicoord server"
+    )
+
+
+def _topics(lines: list[str]) -> list[tuple[str, int]]:
+    out = []
+    for line in lines:
+        name, _, count = line.rpartition(":")
+        out.append((name, int(count)))
+    return out
+
+
+@pytest.fixture
+def minicoord(request: pytest.FixtureRequest) -> Iterator[EmbeddedServer]:
+    marker = request.node.get_closest_marker("minicoord")
+    kwargs = dict(marker.kwargs) if marker else {}
+    with running(kwargs.get("configs"), kwargs.get("topics", ())) as server:
+        yield server
+
+
+@pytest.fixture(scope="session")
+def minicoord_session(pytestconfig: pytest.Config) -> Iterator[EmbeddedServer]:
+    configs = dict(
+        line.split("=", 1) for line in pytestconfig.getini("minicoord_configs") if line.strip()
+    )
+    with running(configs, _topics(pytestconfig.getini("minicoord_topics"))) as server:
+        yield server

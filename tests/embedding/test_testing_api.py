@@ -1,0 +1,71 @@
+"""The embedding API and the pytest plugin that installing minicoord provides."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+from kafka.protocol.metadata import ApiVersionsRequest
+from minicoord.clients.connection import ProtocolClient
+from minicoord.testing import running
+
+pytest_plugins = ["pytester"]
+
+
+async def test_running_serves_real_clients_and_stops() -> None:
+    started = time.perf_counter()
+    with running(configs={"group.min.session.timeout.ms": 1000}, topics=[("orders", 3)]) as server:
+        ready_ms = (time.perf_counter() - started) * 1000
+        host, port = server.bootstrap.rsplit(":", 1)
+        async with await ProtocolClient.connect(host, int(port)) as client:
+            response = await client.request(ApiVersionsRequest(version=0))
+            assert response.error_code == 0
+        assert server.call(lambda: server.server.broker.topics.get("orders").partitions) == 3
+        assert server.config.group_min_session_timeout_ms == 1000
+    # Measured, not asserted tightly: the closing note reports it; this only catches a hang.
+    assert ready_ms < 5000
+    with pytest.raises(OSError):
+        await ProtocolClient.connect(host, int(port))
+
+
+def test_bad_configs_are_refused() -> None:
+    with pytest.raises(ValueError, match="unknown config"), running(configs={"no.such.thing": 1}):
+        pass
+
+
+def test_the_plugin_provides_function_and_session_fixtures(pytester: pytest.Pytester) -> None:
+    pytester.makeini(
+        """
+        [pytest]
+        minicoord_configs =
+            group.min.session.timeout.ms=1234
+        minicoord_topics =
+            shared:4
+        """
+    )
+    pytester.makepyfile(
+        """
+        import pytest
+
+        @pytest.mark.minicoord(configs={"num.partitions": 7}, topics=[("orders", 2)])
+        def test_function_scoped(minicoord):
+            broker = minicoord.server.broker
+            assert minicoord.call(lambda: broker.config.num_partitions) == 7
+            assert minicoord.call(lambda: broker.topics.get("orders").partitions) == 2
+            assert minicoord.bootstrap.startswith("127.0.0.1:")
+
+        def test_session_scoped(minicoord_session):
+            broker = minicoord_session.server.broker
+            assert minicoord_session.call(
+                lambda: broker.config.group_min_session_timeout_ms
+            ) == 1234
+            assert minicoord_session.call(lambda: broker.topics.get("shared").partitions) == 4
+
+        def test_session_is_shared(minicoord_session, request):
+            assert minicoord_session.bootstrap == request.getfixturevalue(
+                "minicoord_session"
+            ).bootstrap
+        """
+    )
+    result = pytester.runpytest_subprocess("-p", "no:cacheprovider")
+    result.assert_outcomes(passed=3)
