@@ -24,6 +24,8 @@ class Group:
         "pending_sync",
         "protocol_name",
         "protocol_type",
+        "rebalance_reason",
+        "rebalance_started_at",
         "state",
         "state_timestamp",
         "static_members",
@@ -53,6 +55,10 @@ class Group:
         self.in_initial_delay = False
         self.new_member_added = False
         self.initial_delay_remaining_ms = 0
+        # When the rebalance under way began and why (its first cause), for the one log line
+        # and the metrics each rebalance gets when it ends.
+        self.rebalance_started_at: int | None = None
+        self.rebalance_reason = ""
         # Kept as a count so that "has everyone rejoined?" is O(1) per JoinGroup.
         self._awaiting_join = 0
 

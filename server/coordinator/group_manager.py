@@ -7,6 +7,7 @@ says so. Every entry point takes the effects accumulator of the call and `now` i
 
 from __future__ import annotations
 
+import json
 import logging
 import uuid
 from collections.abc import Callable
@@ -26,6 +27,7 @@ from minicoord.server.coordinator.results import (
     JoinOutcome,
     LeaveMemberOutcome,
     LeaveOutcome,
+    RebalanceEvent,
     SyncOutcome,
     Ticket,
 )
@@ -33,6 +35,7 @@ from minicoord.server.coordinator.state import GroupState
 from minicoord.server.coordinator.timers import TimerQueue
 
 log = logging.getLogger("minicoord.coordinator")
+rebalance_log = logging.getLogger("minicoord.rebalance")
 
 Protocols = list[tuple[str, bytes]]
 
@@ -56,6 +59,8 @@ class GroupManager:
         self.groups: dict[str, Group] = {}
         # Rebalances completed (a generation handed out), for operators and benchmarks.
         self.rebalances = 0
+        # Called with each finished rebalance (metrics); plain calls, no I/O.
+        self.rebalance_listeners: list[Callable[[RebalanceEvent], None]] = []
 
     def adopt(self, group: Group, now: int) -> None:
         """Take in a group rebuilt from records; its members' sessions start now."""
@@ -351,6 +356,9 @@ class GroupManager:
                     member.last_heartbeat = now
         group.pending_sync.clear()
         self.timers.cancel(("sync", group.group_id))
+        if group.rebalance_started_at is None:
+            group.rebalance_started_at = now
+            group.rebalance_reason = reason
         was_empty = group.state is GroupState.EMPTY
         group.transition(GroupState.PREPARING_REBALANCE, now)
         log.info(
@@ -443,6 +451,7 @@ class GroupManager:
             group.transition(GroupState.EMPTY, now)
             log.info("group %s: generation %d is empty", group.group_id, group.generation_id)
             self._persist_group(fx, now, group)
+            self._rebalance_done(group, now)
             return
         group.protocol_name = group.select_protocol()
         group.transition(GroupState.COMPLETING_REBALANCE, now)
@@ -480,6 +489,31 @@ class GroupManager:
             now + group.rebalance_timeout_ms,
             lambda t, g=group: self._on_sync_deadline(t, g),
         )
+
+    def _rebalance_done(self, group: Group, now: int) -> None:
+        started = group.rebalance_started_at
+        event = RebalanceEvent(
+            group.group_id,
+            group.generation_id,
+            group.state.value,
+            group.rebalance_reason,
+            len(group.members),
+            0 if started is None else now - started,
+        )
+        group.rebalance_started_at = None
+        group.rebalance_reason = ""
+        # The one line per rebalance an operator greps for: key=value, reason quoted.
+        rebalance_log.info(
+            "rebalance group=%s generation=%d state=%s members=%d duration_ms=%d reason=%s",
+            event.group_id,
+            event.generation,
+            event.state,
+            event.members,
+            event.duration_ms,
+            json.dumps(event.reason),
+        )
+        for listener in self.rebalance_listeners:
+            listener(event)
 
     # -- SyncGroup ------------------------------------------------------------------------
 
@@ -545,6 +579,7 @@ class GroupManager:
                 group.generation_id,
                 len(group.members),
             )
+            self._rebalance_done(group, now)
             for m in group.members.values():
                 if m.sync_ticket is not None:
                     fx.reply(m.sync_ticket, self._sync_outcome(group, m))

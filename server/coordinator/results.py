@@ -111,3 +111,15 @@ class GroupListing:
     group_id: str
     protocol_type: str
     state: str
+
+
+@dataclass(slots=True, frozen=True)
+class RebalanceEvent:
+    """A finished rebalance: the group reached Stable (or Empty) at a new generation."""
+
+    group_id: str
+    generation: int
+    state: str
+    reason: str
+    members: int
+    duration_ms: int
