@@ -10,11 +10,13 @@ import signal
 from collections.abc import Iterable
 from pathlib import Path
 
+from minicoord.server.admin_http import control_routes, metrics_routes, start_http
 from minicoord.server.broker import Broker
 from minicoord.server.config import Config
 from minicoord.server.connection import KafkaConnection
 from minicoord.server.faults import Controller
 from minicoord.server.loading import load_partitions
+from minicoord.server.metrics import Metrics
 from minicoord.storage.cleaner import CleanResult, clean, dirty_ratio
 from minicoord.storage.log import DurableStore, FlushPolicy
 from minicoord.storage.store import InMemoryStore
@@ -33,8 +35,15 @@ class Server:
         port: int = 9092,
         topics: Iterable[tuple[str, int]] = (),
         data_dir: Path | str | None = None,
+        metrics_port: int | None = None,
+        control_port: int | None = None,
+        admin_host: str = "127.0.0.1",
     ) -> None:
-        """A server; `data_dir=None` keeps everything in memory."""
+        """A server; `data_dir=None` keeps everything in memory.
+
+        `metrics_port` serves Prometheus metrics at /metrics, `control_port` the control API
+        of `minicoord ctl`; both off unless given (0 picks a free port).
+        """
         self.config = config or Config()
         self.host = host
         self.port = port
@@ -48,6 +57,13 @@ class Server:
             )
         self.broker = Broker(self.config, store=self.durable or InMemoryStore())
         self.control = Controller(self.broker)
+        self.metrics: Metrics | None = None
+        if metrics_port is not None:
+            self.metrics = self.broker.metrics = Metrics(self.broker)
+        self.metrics_port = metrics_port
+        self.control_port = control_port
+        self.admin_host = admin_host
+        self._admin: list[asyncio.base_events.Server] = []
         for name, partitions in topics:
             self.broker.topics.create(name, partitions)
         self._server: asyncio.base_events.Server | None = None
@@ -80,6 +96,18 @@ class Server:
         )
         # With port 0 the OS picked one: report what we actually bound.
         self.port = self._server.sockets[0].getsockname()[1]
+        if self.metrics is not None and self.metrics_port is not None:
+            http = await start_http(
+                metrics_routes(self.metrics), self.admin_host, self.metrics_port
+            )
+            self._admin.append(http)
+            self.metrics_port = http.sockets[0].getsockname()[1]
+        if self.control_port is not None:
+            http = await start_http(
+                control_routes(self.control), self.admin_host, self.control_port
+            )
+            self._admin.append(http)
+            self.control_port = http.sockets[0].getsockname()[1]
         if self.durable is not None:
             self._tasks.append(loop.create_task(self._load(partitions)))
             self._tasks.append(loop.create_task(self._clean_periodically()))
@@ -110,6 +138,8 @@ class Server:
                 self.config.log_cleaner_delete_retention_ms,
             )
             if result is not None:
+                if self.metrics is not None:
+                    self.metrics.on_compaction(result.records_before - result.records_after)
                 log.info(
                     "cleaned offsets partition %d: %d segments, %d -> %d records, "
                     "%d -> %d bytes in %.0f ms",
@@ -137,6 +167,9 @@ class Server:
             self.durable.write_buffered()
 
     async def stop(self) -> None:
+        for http in self._admin:
+            http.close()
+        self._admin = []
         if self._server is not None:
             self._server.close()
             for conn in list(self.broker.connections):
@@ -172,6 +205,10 @@ async def serve(server: Server) -> None:
         with contextlib.suppress(NotImplementedError):
             loop.add_signal_handler(sig, stop.set)
     await server.start()
+    if server.metrics_port is not None:
+        log.info("metrics on http://%s:%d/metrics", server.admin_host, server.metrics_port)
+    if server.control_port is not None:
+        log.info("control API on %s:%d", server.admin_host, server.control_port)
     print(f"minicoord listening on {server.bootstrap}", flush=True)
     await stop.wait()
     log.info("shutting down")

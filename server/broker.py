@@ -31,6 +31,7 @@ from minicoord.storage.store import InMemoryStore, RecordStore
 
 if TYPE_CHECKING:
     from minicoord.server.connection import KafkaConnection
+    from minicoord.server.metrics import Metrics
 
 log = logging.getLogger("minicoord.broker")
 
@@ -63,6 +64,8 @@ class Broker:
         self.cluster_id = new_cluster_id()
         self.connections: set[KafkaConnection] = set()
         self.faults = Faults()
+        # Set by the server when metrics are on; the connection feeds it per request.
+        self.metrics: Metrics | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._timer: asyncio.TimerHandle | None = None
         self._timer_at: int | None = None

@@ -63,11 +63,49 @@ def build_parser() -> argparse.ArgumentParser:
         help="keep commits and groups in memory only: nothing survives a restart",
     )
     s.add_argument(
+        "--metrics-port",
+        type=int,
+        metavar="PORT",
+        help="serve Prometheus metrics at http://127.0.0.1:PORT/metrics (0 picks a port)",
+    )
+    s.add_argument(
+        "--control-port",
+        type=int,
+        metavar="PORT",
+        help="serve the control API of `minicoord ctl` on 127.0.0.1:PORT (0 picks a port)",
+    )
+    s.add_argument(
         "--log-level",
         default="INFO",
         choices=["DEBUG", "INFO", "WARNING", "ERROR"],
         help="log level of the lines written to stderr (INFO)",
     )
+
+    ctl = sub.add_parser("ctl", help="drive a running server's fault injection")
+    ctl.add_argument(
+        "--control", required=True, metavar="HOST:PORT", help="the server's --control-port"
+    )
+    actions = ctl.add_subparsers(dest="action", required=True)
+    a = actions.add_parser("rebalance", help="force a rebalance of a group")
+    a.add_argument("group")
+    a = actions.add_parser("expire", help="expire a member now, as a session timeout would")
+    a.add_argument("group")
+    a.add_argument("member")
+    a = actions.add_parser("fail", help="make the next N requests of an API fail")
+    a.add_argument("api", help="Kafka's API name, e.g. Heartbeat, OffsetCommit")
+    a.add_argument("error", help="error name or code, e.g. REBALANCE_IN_PROGRESS")
+    a.add_argument("--count", type=int, default=1)
+    a.add_argument("--group", help="only requests about this group")
+    a.add_argument("--client", help="only requests from this client id")
+    a = actions.add_parser("latency", help="delay an API's responses")
+    a.add_argument("api")
+    a.add_argument("ms", type=int)
+    a.add_argument("--duration-ms", type=int, help="for this long (default: until cleared)")
+    for name, what in (("moved", "NOT_COORDINATOR"), ("loading", "COORDINATOR_LOAD_IN_PROGRESS")):
+        a = actions.add_parser(name, help=f"answer groups {what} for a while")
+        a.add_argument("duration_ms", type=int)
+        a.add_argument("--group", help="only this group's partition (default: all)")
+    actions.add_parser("clear", help="drop every injected fault")
 
     logcmd = sub.add_parser("log", help="inspect or maintain an offsets log (server stopped)")
     logsub = logcmd.add_subparsers(dest="log_command", required=True)
@@ -119,6 +157,46 @@ def _log_command(args: argparse.Namespace) -> int:
     return 0
 
 
+def _ctl_command(args: argparse.Namespace) -> int:
+    import json
+    import urllib.error
+    import urllib.parse
+    import urllib.request
+
+    params: dict[str, object] = {}
+    action = args.action
+    if action == "rebalance":
+        params = {"group": args.group}
+    elif action == "expire":
+        params = {"group": args.group, "member": args.member}
+    elif action == "fail":
+        params = {"api": args.api, "error": args.error, "count": args.count}
+        params.update({k: v for k, v in (("group", args.group), ("client", args.client)) if v})
+    elif action == "latency":
+        params = {"api": args.api, "ms": args.ms}
+        if args.duration_ms is not None:
+            params["duration_ms"] = args.duration_ms
+    elif action in ("moved", "loading"):
+        params = {"duration_ms": args.duration_ms}
+        if args.group:
+            params["group"] = args.group
+    url = f"http://{args.control}/{action}?{urllib.parse.urlencode(params)}"
+    request = urllib.request.Request(url, method="POST")
+    try:
+        with urllib.request.urlopen(request, timeout=10) as response:
+            body = json.loads(response.read())
+    except urllib.error.HTTPError as exc:
+        body = json.loads(exc.read() or b"{}")
+    except OSError as exc:
+        print(f"minicoord: cannot reach {args.control}: {exc}", file=sys.stderr)
+        return 1
+    if not body.get("ok"):
+        print(f"minicoord: {body.get('error', 'refused')}", file=sys.stderr)
+        return 2
+    print(json.dumps(body.get("result")))
+    return 0
+
+
 def _run(coro: object) -> None:
     try:
         import uvloop
@@ -135,6 +213,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         stream=sys.stderr,
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
     )
+    if args.command == "ctl":
+        return _ctl_command(args)
     if args.command == "log":
         try:
             return _log_command(args)
@@ -144,7 +224,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         config = Config.from_pairs([parse_setting(s) for s in args.config])
         data_dir = None if args.in_memory else args.data_dir
-        server = Server(config, args.host, args.port, args.topic, data_dir=data_dir)
+        server = Server(
+            config,
+            args.host,
+            args.port,
+            args.topic,
+            data_dir=data_dir,
+            metrics_port=args.metrics_port,
+            control_port=args.control_port,
+        )
     except (ConfigError, ValueError) as exc:
         print(f"minicoord: {exc}", file=sys.stderr)
         return 2

@@ -1,0 +1,141 @@
+"""Prometheus metrics of one server (its own registry, so embedded servers do not collide).
+
+Per-request counters and latencies are fed by the connection; group state, members and log
+size are read from the broker when scraped (on the event loop thread: the HTTP endpoint runs
+on the loop, so the scrape never races the coordinator).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import TYPE_CHECKING, Any
+
+from minicoord.protocol.apis import SPECS
+from minicoord.protocol.errors import ErrorCode
+from minicoord.server.coordinator.results import RebalanceEvent
+from minicoord.server.coordinator.state import GroupState
+from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
+from prometheus_client.core import GaugeMetricFamily
+
+if TYPE_CHECKING:
+    from minicoord.server.broker import Broker
+
+LATENCY_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10)
+REBALANCE_BUCKETS = (0.005, 0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300)
+
+
+class Metrics:
+    def __init__(self, broker: Broker) -> None:
+        self.registry = CollectorRegistry(auto_describe=True)
+        self.requests = Counter(
+            "minicoord_requests",
+            "Requests served, by API and version",
+            ["api", "version"],
+            registry=self.registry,
+        )
+        self.latency = Histogram(
+            "minicoord_request_latency_seconds",
+            "From a request's arrival to its response, parked time included, by API",
+            ["api"],
+            buckets=LATENCY_BUCKETS,
+            registry=self.registry,
+        )
+        self.errors = Counter(
+            "minicoord_errors",
+            "Responses carrying a top-level error code, by API and error",
+            ["api", "error"],
+            registry=self.registry,
+        )
+        self.rebalances = Counter(
+            "minicoord_rebalances",
+            "Rebalances completed, by the state the group reached",
+            ["state"],
+            registry=self.registry,
+        )
+        self.rebalance_duration = Histogram(
+            "minicoord_rebalance_duration_seconds",
+            "From a rebalance's first cause to the group being Stable (or Empty)",
+            buckets=REBALANCE_BUCKETS,
+            registry=self.registry,
+        )
+        self.join_latency = Histogram(
+            "minicoord_join_latency_seconds",
+            "JoinGroup requests from arrival to answer (the wait for the rest of the group)",
+            buckets=REBALANCE_BUCKETS,
+            registry=self.registry,
+        )
+        self.compactions = Counter(
+            "minicoord_log_compactions",
+            "Partition cleanings completed",
+            registry=self.registry,
+        )
+        self.compacted_records = Counter(
+            "minicoord_log_compaction_removed_records",
+            "Records the cleaner removed",
+            registry=self.registry,
+        )
+        self.registry.register(_StateCollector(broker))
+        # Label children resolved once per (api, version): the hot path only increments.
+        self._request_children: dict[tuple[int, int], tuple[Any, Any]] = {}
+        broker.coordinator.groups.rebalance_listeners.append(self.on_rebalance)
+
+    def on_request(self, api_key: int, version: int) -> Any:
+        """Count a request; returns the latency histogram child to observe on its response."""
+        children = self._request_children.get((api_key, version))
+        if children is None:
+            name = SPECS[api_key].name
+            children = (self.requests.labels(name, str(version)), self.latency.labels(name))
+            self._request_children[(api_key, version)] = children
+        children[0].inc()
+        return children[1]
+
+    def on_response(self, api_key: int, response: Any, seconds: float, histogram: Any) -> None:
+        histogram.observe(seconds)
+        if api_key == 11:
+            self.join_latency.observe(seconds)
+        error = getattr(response, "error_code", 0)
+        if error:
+            try:
+                name = ErrorCode(error).name
+            except ValueError:
+                name = str(error)
+            self.errors.labels(SPECS[api_key].name, name).inc()
+
+    def on_rebalance(self, event: RebalanceEvent) -> None:
+        self.rebalances.labels(event.state).inc()
+        self.rebalance_duration.observe(event.duration_ms / 1000)
+
+    def on_compaction(self, removed_records: int) -> None:
+        self.compactions.inc()
+        self.compacted_records.inc(removed_records)
+
+    def render(self) -> bytes:
+        return generate_latest(self.registry)
+
+
+class _StateCollector:
+    """Gauges computed at scrape time from the live state."""
+
+    def __init__(self, broker: Broker) -> None:
+        self.broker = broker
+
+    def collect(self) -> Iterator[GaugeMetricFamily]:
+        groups = self.broker.coordinator.groups.groups
+        by_state = GaugeMetricFamily("minicoord_groups", "Groups by state", labels=["state"])
+        counts = dict.fromkeys(GroupState, 0)
+        members = 0
+        for group in groups.values():
+            counts[group.state] += 1
+            members += len(group.members)
+        for state, count in counts.items():
+            by_state.add_metric([state.value], count)
+        yield by_state
+        yield GaugeMetricFamily("minicoord_members", "Members of all groups", value=members)
+        yield GaugeMetricFamily(
+            "minicoord_connections", "Open client connections", value=len(self.broker.connections)
+        )
+        size = getattr(self.broker.store, "size_bytes", None)
+        if callable(size):
+            yield GaugeMetricFamily(
+                "minicoord_log_bytes", "Bytes in the offsets log's segments", value=size()
+            )
