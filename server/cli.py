@@ -124,6 +124,8 @@ def build_parser() -> argparse.ArgumentParser:
         help="broker configs that matter here: offsets.topic.num.partitions, "
         "log.cleaner.delete.retention.ms, offsets.topic.segment.bytes",
     )
+    # Its own parser (minicoord.bench.cli) takes every argument after the word `bench`.
+    sub.add_parser("bench", add_help=False, help="run a load benchmark (PySpark)")
     return parser
 
 
@@ -207,7 +209,14 @@ def _run(coro: object) -> None:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    args, rest = build_parser().parse_known_args(argv)
+    if args.command == "bench":
+        # Imported here: pyspark and matplotlib load only for benchmarks, never for serve.
+        from minicoord.bench.cli import main as bench_main
+
+        return bench_main(rest)
+    if rest:
+        build_parser().error(f"unrecognized arguments: {' '.join(rest)}")
     logging.basicConfig(
         level=getattr(args, "log_level", "INFO"),
         stream=sys.stderr,

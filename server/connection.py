@@ -15,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import struct
+import time
 from collections import deque
 from collections.abc import Callable
 from typing import Any
@@ -30,6 +31,7 @@ from minicoord.protocol.headers import (
     skip_tagged_fields,
 )
 from minicoord.server.broker import Broker
+from minicoord.server.faults import error_response
 from minicoord.server.handlers import api_versions
 from minicoord.server.handlers.base import Handler, RequestContext
 
@@ -52,7 +54,7 @@ def encode_response(header: RequestHeader, spec: ApiSpec, response: Any) -> byte
 class ParkedReply:
     """A response slot filled later, when the coordinator (or a timer) resolves it."""
 
-    __slots__ = ("_build", "_conn", "_header", "_spec", "data")
+    __slots__ = ("_build", "_conn", "_header", "_spec", "data", "delay_ms", "observe")
 
     def __init__(
         self, conn: KafkaConnection, header: RequestHeader, spec: ApiSpec, build: Callable
@@ -62,11 +64,24 @@ class ParkedReply:
         self._spec = spec
         self._build = build
         self.data: bytes | None = None
+        # Injected latency, and the metrics hook: both set by the connection when in use.
+        self.delay_ms = 0
+        self.observe: Callable[[Any], None] | None = None
 
     def resolve(self, outcome: Any) -> None:
         if self.data is not None:
             return
-        self.data = encode_response(self._header, self._spec, self._build(outcome))
+        if self.delay_ms:
+            delay, self.delay_ms = self.delay_ms, 0
+            self._conn.broker.call_later(delay, lambda: self.resolve(outcome))
+            return
+        response = self._build(outcome)
+        if self.observe is not None:
+            self.observe(response)
+        self.fill(encode_response(self._header, self._spec, response))
+
+    def fill(self, data: bytes) -> None:
+        self.data = data
         self._conn.flush()
 
 
@@ -82,6 +97,7 @@ class KafkaConnection(asyncio.Protocol):
         self.local_host = ""
         self.local_port = 0
         self._client_id: str | None = None
+        self._observe: Callable[[Any], None] | None = None
 
     # -- asyncio.Protocol -----------------------------------------------------------------
 
@@ -138,10 +154,28 @@ class KafkaConnection(asyncio.Protocol):
         except Exception as exc:
             self.abort(f"undecodable {spec.name} v{version} request: {exc!r}")
             return
-        ctx = RequestContext(self.broker, self, header, spec)
+        broker = self.broker
+        observe = None
+        if broker.metrics is not None:
+            observe = self._observer(spec.key, version)
+        # Replies parked by the handler carry the hook from birth: they may be resolved
+        # before the handler even returns.
+        self._observe = observe
         try:
-            out = handler.handle(ctx, request)
-            slot = out if isinstance(out, ParkedReply) else encode_response(header, spec, out)
+            out = None
+            delay = 0
+            if broker.faults:
+                out, delay = self._injected(spec, header, request)
+            if out is None:
+                out = handler.handle(RequestContext(broker, self, header, spec), request)
+            if delay:
+                out = self._delayed(header, spec, out, delay)
+            if isinstance(out, ParkedReply):
+                slot: bytes | ParkedReply = out
+            else:
+                if observe is not None:
+                    observe(out)
+                slot = encode_response(header, spec, out)
         except Exception:
             log.exception(
                 "error handling %s v%d from %s (client id %r)",
@@ -154,6 +188,40 @@ class KafkaConnection(asyncio.Protocol):
             return
         self._queue.append(slot)
         self.flush()
+
+    def _observer(self, api_key: int, version: int) -> Callable[[Any], None]:
+        metrics = self.broker.metrics
+        assert metrics is not None
+        histogram = metrics.on_request(api_key, version)
+        started = time.perf_counter()
+        return lambda response: metrics.on_response(
+            api_key, response, time.perf_counter() - started, histogram
+        )
+
+    def _injected(self, spec: ApiSpec, header: RequestHeader, request: Any) -> tuple[Any, int]:
+        """A test's injected failure response (or None) and latency for this request."""
+        faults = self.broker.faults
+        error = faults.injected_error(spec.key, header.client_id, request)
+        response = None
+        if error is not None:
+            # Answered before the handler runs: an injected failure changes no state.
+            response = error_response(spec, header.api_version, request, error)
+        return response, faults.delay_ms(spec.key, self.broker.now())
+
+    def _delayed(self, header: RequestHeader, spec: ApiSpec, out: Any, delay_ms: int) -> Any:
+        if isinstance(out, ParkedReply):
+            if out.data is None:
+                out.delay_ms = delay_ms
+                return out
+            # Already answered inside the handler: hold the encoded answer back instead.
+            held = self.park(header, spec, lambda _: None)
+            data = out.data
+            self.broker.call_later(delay_ms, lambda: held.fill(data))
+            return held
+        parked = self.park(header, spec, lambda _: out)
+        parked.delay_ms = delay_ms
+        parked.resolve(None)  # schedules the real answer delay_ms from now
+        return parked
 
     def _unsupported_version(self, handler: Handler, header: RequestHeader) -> None:
         spec = handler.spec
@@ -187,7 +255,9 @@ class KafkaConnection(asyncio.Protocol):
     # -- responses ------------------------------------------------------------------------
 
     def park(self, header: RequestHeader, spec: ApiSpec, build: Callable) -> ParkedReply:
-        return ParkedReply(self, header, spec, build)
+        parked = ParkedReply(self, header, spec, build)
+        parked.observe = self._observe
+        return parked
 
     def flush(self) -> None:
         """Write every finished response at the head of the queue, in order."""

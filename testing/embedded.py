@@ -50,6 +50,8 @@ class EmbeddedServer:
         data_dir: str | Path | None = None,
         host: str = "127.0.0.1",
         port: int = 0,
+        metrics_port: int | None = None,
+        control_port: int | None = None,
     ) -> None:
         settings = {
             k: str(v).lower() if isinstance(v, bool) else str(v) for k, v in (configs or {}).items()
@@ -59,6 +61,7 @@ class EmbeddedServer:
         self._data_dir = data_dir
         self._host = host
         self._port = port
+        self._admin_ports = (metrics_port, control_port)
         self._loop: asyncio.AbstractEventLoop | None = None
         self._thread: threading.Thread | None = None
         self.server: Server
@@ -81,7 +84,13 @@ class EmbeddedServer:
             asyncio.set_event_loop(loop)
             try:
                 self.server = Server(
-                    self.config, self._host, self._port, self._topics, data_dir=self._data_dir
+                    self.config,
+                    self._host,
+                    self._port,
+                    self._topics,
+                    data_dir=self._data_dir,
+                    metrics_port=self._admin_ports[0],
+                    control_port=self._admin_ports[1],
                 )
                 loop.run_until_complete(self.server.start())
             except BaseException as exc:
@@ -140,9 +149,15 @@ def running(
     data_dir: str | Path | None = None,
     host: str = "127.0.0.1",
     port: int = 0,
+    metrics_port: int | None = None,
+    control_port: int | None = None,
 ) -> Iterator[EmbeddedServer]:
-    """A server for the duration of the block; in memory unless data_dir is given."""
-    server = EmbeddedServer(configs, topics, data_dir, host, port)
+    """A server for the duration of the block; in memory unless data_dir is given.
+
+    `metrics_port` / `control_port` (0 picks one) turn on the Prometheus and control HTTP
+    endpoints; their bound ports are then `server.server.metrics_port` / `.control_port`.
+    """
+    server = EmbeddedServer(configs, topics, data_dir, host, port, metrics_port, control_port)
     server.start()
     try:
         yield server
