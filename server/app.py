@@ -7,6 +7,7 @@ import concurrent.futures
 import contextlib
 import logging
 import signal
+import time
 from collections.abc import Iterable
 from pathlib import Path
 
@@ -108,6 +109,7 @@ class Server:
             )
             self._admin.append(http)
             self.control_port = http.sockets[0].getsockname()[1]
+        self._tasks.append(loop.create_task(self._close_idle_periodically()))
         if self.durable is not None:
             self._tasks.append(loop.create_task(self._load(partitions)))
             self._tasks.append(loop.create_task(self._clean_periodically()))
@@ -159,6 +161,23 @@ class Server:
         while True:
             await asyncio.sleep(self.config.log_cleaner_backoff_ms / 1000)
             await self.compact()
+
+    async def _close_idle_periodically(self) -> None:
+        """connections.max.idle.ms: close connections quiet for longer with nothing pending.
+
+        A half-sent request that stopped making progress counts as quiet too.
+        """
+        limit_s = self.config.connections_max_idle_ms / 1000
+        interval = min(max(limit_s / 4, 0.05), 30.0)
+        while True:
+            await asyncio.sleep(interval)
+            now = time.monotonic()
+            for conn in list(self.broker.connections):
+                if conn.idle and now - conn.last_activity > limit_s:
+                    conn.abort(
+                        f"idle for more than connections.max.idle.ms="
+                        f"{self.config.connections_max_idle_ms}"
+                    )
 
     async def _write_buffered_periodically(self) -> None:
         assert self.durable is not None

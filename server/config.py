@@ -29,6 +29,12 @@ class Config:
     num_partitions: int = 1
     auto_create_topics_enable: bool = True
     socket_request_max_bytes: int = 104_857_600
+    # Idle connections (and half-sent requests making no progress) are closed after this.
+    connections_max_idle_ms: int = 600_000
+    max_connections: int = 2_147_483_647
+    # Kafka bounds its broker-wide request queue with this; here it bounds each connection's
+    # requests awaiting their answer: beyond it the connection is not read (back-pressure).
+    queued_max_requests: int = 500
     broker_id: int = 0
     # Durability of commits and group changes: write | fsync | none (see README).
     log_flush_policy: str = "write"
@@ -66,7 +72,15 @@ class Config:
     def validate(self) -> None:
         if self.group_min_session_timeout_ms > self.group_max_session_timeout_ms:
             raise ConfigError("group.min.session.timeout.ms exceeds group.max.session.timeout.ms")
-        for name in ("offsets_topic_num_partitions", "num_partitions", "group_max_size"):
+        for name in (
+            "offsets_topic_num_partitions",
+            "num_partitions",
+            "group_max_size",
+            "connections_max_idle_ms",
+            "max_connections",
+            "queued_max_requests",
+            "socket_request_max_bytes",
+        ):
             if getattr(self, name) < 1:
                 raise ConfigError(f"{self.kafka_name(name)} must be at least 1")
         if self.log_flush_policy not in ("write", "fsync", "none"):

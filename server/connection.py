@@ -98,6 +98,15 @@ class KafkaConnection(asyncio.Protocol):
         self.local_port = 0
         self._client_id: str | None = None
         self._observe: Callable[[Any], None] | None = None
+        self._max_queued = broker.config.queued_max_requests
+        # Back-pressure: reading stops while too many answers are pending or while the
+        # transport's write buffer is over its high-water mark (a client not reading).
+        self._read_paused = False
+        self._write_paused = False
+        self._draining = False
+        self.last_activity = time.monotonic()
+        # Most answers ever pending at once: what back-pressure keeps below the limit.
+        self.peak_pending = 0
 
     # -- asyncio.Protocol -----------------------------------------------------------------
 
@@ -111,6 +120,10 @@ class KafkaConnection(asyncio.Protocol):
             self.client_host = f"/{peer[0]}"
         if local:
             self.local_host, self.local_port = local[0], local[1]
+        limit = self.broker.config.max_connections
+        if len(self.broker.connections) >= limit:
+            self.abort(f"max.connections={limit} reached")
+            return
         self.broker.connections.add(self)
 
     def connection_lost(self, exc: Exception | None) -> None:
@@ -119,15 +132,59 @@ class KafkaConnection(asyncio.Protocol):
         self.broker.connections.discard(self)
 
     def data_received(self, data: bytes) -> None:
-        try:
-            frames = self._reader.feed(data)
-        except (FrameTooLarge, NegativeFrameSize) as exc:
-            self.abort(str(exc))
+        self.last_activity = time.monotonic()
+        self._reader.append(data)
+        self._drain_frames()
+
+    def pause_writing(self) -> None:
+        self._write_paused = True
+        self._pause_reading()
+
+    def resume_writing(self) -> None:
+        self._write_paused = False
+        self._maybe_resume()
+
+    def _blocked(self) -> bool:
+        return self._write_paused or len(self._queue) >= self._max_queued
+
+    def _drain_frames(self) -> None:
+        """Dispatch buffered frames until none is whole or back-pressure says stop."""
+        if self._draining:
             return
-        for frame in frames:
-            if self.closed:
-                return
-            self._dispatch(frame)
+        self._draining = True
+        try:
+            while not self.closed:
+                if self._blocked():
+                    self._pause_reading()
+                    return
+                try:
+                    frame = self._reader.next_frame()
+                except (FrameTooLarge, NegativeFrameSize) as exc:
+                    self.abort(str(exc))
+                    return
+                if frame is None:
+                    return
+                self._dispatch(frame)
+        finally:
+            self._draining = False
+
+    def _pause_reading(self) -> None:
+        if not self._read_paused and self.transport is not None and not self.closed:
+            self._read_paused = True
+            self.transport.pause_reading()
+
+    def _maybe_resume(self) -> None:
+        if self._read_paused and not self._blocked() and not self.closed:
+            self._read_paused = False
+            assert self.transport is not None
+            self.transport.resume_reading()
+            # Frames already buffered would otherwise wait for the next read.
+            asyncio.get_running_loop().call_soon(self._drain_frames)
+
+    @property
+    def idle(self) -> bool:
+        """No answer pending: only then may a quiet connection be closed as idle."""
+        return not self._queue
 
     # -- requests -------------------------------------------------------------------------
 
@@ -186,7 +243,10 @@ class KafkaConnection(asyncio.Protocol):
             )
             self.abort(f"internal error handling {spec.name} v{version}")
             return
-        self._queue.append(slot)
+        queue = self._queue
+        queue.append(slot)
+        if len(queue) > self.peak_pending:
+            self.peak_pending = len(queue)
         self.flush()
 
     def _observer(self, api_key: int, version: int) -> Callable[[Any], None]:
@@ -274,7 +334,10 @@ class KafkaConnection(asyncio.Protocol):
             queue.popleft()
             out.append(data)
         if out:
+            self.last_activity = time.monotonic()
             self.transport.write(out[0] if len(out) == 1 else b"".join(out))
+            if self._read_paused:
+                self._maybe_resume()
 
     def abort(self, reason: str) -> None:
         if self.closed:

@@ -186,17 +186,22 @@ async def test_expiring_a_member_makes_it_rejoin_as_a_new_member(
     old_ids = {c._coordinator.member_id for c in consumers}
     victim = consumers[1]._coordinator.member_id
     assert server.control.expire_member(group_id, victim) is True
-    await wait_for(
-        lambda: (
-            {c._coordinator.member_id for c in consumers} != old_ids
-            and all(c.assignment() for c in consumers)
-        ),
-        consumers,
-    )
-    members = server.call(
-        lambda: set(server.server.broker.coordinator.groups.groups[group_id].members)
-    )
-    assert victim not in members and len(members) == 2
+
+    def server_view() -> tuple[str, set[str]]:
+        group = server.server.broker.coordinator.groups.groups[group_id]
+        return group.state.value, set(group.members)
+
+    def settled() -> bool:
+        state, members = server.call(server_view)
+        return (
+            state == "Stable"
+            and len(members) == 2
+            and {c._coordinator.member_id for c in consumers} == members
+        )
+
+    await wait_for(settled, consumers)
+    _, members = server.call(server_view)
+    assert victim not in members and members != old_ids
 
 
 def test_ctl_cli_drives_a_running_server(group_id: str) -> None:
