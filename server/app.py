@@ -185,15 +185,30 @@ class Server:
             await asyncio.sleep(BUFFERED_WRITE_INTERVAL_S)
             self.durable.write_buffered()
 
-    async def stop(self) -> None:
+    async def stop(self, grace_s: float = 5.0) -> None:
+        """A clean shutdown, bounded by about `grace_s`.
+
+        Stop accepting; let requests whose records are being written get their answers;
+        close every connection once what it has been answered is sent; flush and close the
+        log. Replies still waiting on other members (a JoinGroup, a long poll) are not
+        answered: those clients see the connection close and retry, as with a Kafka broker.
+        """
         for http in self._admin:
             http.close()
         self._admin = []
         if self._server is not None:
             self._server.close()
+            if not await self.broker.drain(grace_s):
+                log.warning("shutting down with writes still in progress after %.0f s", grace_s)
             for conn in list(self.broker.connections):
                 if conn.transport is not None:
-                    conn.transport.close()
+                    conn.transport.close()  # sends what is buffered, then closes
+            deadline = time.monotonic() + grace_s
+            while self.broker.connections and time.monotonic() < deadline:
+                await asyncio.sleep(0.01)
+            for conn in list(self.broker.connections):
+                if conn.transport is not None:
+                    conn.transport.abort()
             await self._server.wait_closed()
             self._server = None
         for task in self._tasks:

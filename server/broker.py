@@ -167,6 +167,20 @@ class Broker:
         self._timer_at = None
         self.apply(self.coordinator.advance(self.now()))
 
+    @property
+    def busy(self) -> bool:
+        """Records or replies still on their way through the write path."""
+        return bool(
+            self._flush_scheduled or self._syncing or self._pending_records or self._pending_replies
+        )
+
+    async def drain(self, timeout: float) -> bool:
+        """Wait (bounded) for the write path to empty: every persisted request answered."""
+        deadline = time.monotonic() + timeout
+        while self.busy and time.monotonic() < deadline:
+            await asyncio.sleep(0.005)
+        return not self.busy
+
     def close(self) -> None:
         """Write out anything still waiting and close the store (a clean shutdown)."""
         if self._timer is not None:
