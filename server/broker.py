@@ -64,6 +64,7 @@ class Broker:
         self.cluster_id = new_cluster_id()
         self.connections: set[KafkaConnection] = set()
         self.faults = Faults()
+        self.advertised = config.advertised_address()
         # Set by the server when metrics are on; the connection feeds it per request.
         self.metrics: Metrics | None = None
         self._loop: asyncio.AbstractEventLoop | None = None

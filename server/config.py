@@ -36,6 +36,9 @@ class Config:
     # requests awaiting their answer: beyond it the connection is not read (back-pressure).
     queued_max_requests: int = 500
     broker_id: int = 0
+    # PLAINTEXT://HOST:PORT to advertise in Metadata and FindCoordinator instead of the
+    # address each client connected to (behind a proxy, NAT or port mapping).
+    advertised_listeners: str = ""
     # Durability of commits and group changes: write | fsync | none (see README).
     log_flush_policy: str = "write"
     # Kafka's offsets topic uses 100 MiB segments; smaller ones give the cleaner work sooner.
@@ -69,6 +72,20 @@ class Config:
         config.validate()
         return config
 
+    def advertised_address(self) -> tuple[str, int] | None:
+        """The first advertised listener's host and port, if configured."""
+        if not self.advertised_listeners:
+            return None
+        first = self.advertised_listeners.split(",")[0].strip()
+        scheme, sep, address = first.partition("://")
+        host, colon, port = address.rpartition(":")
+        if not sep or scheme.upper() != "PLAINTEXT" or not colon or not port.isdigit():
+            raise ConfigError(
+                "advertised.listeners takes PLAINTEXT://HOST:PORT, "
+                f"not {self.advertised_listeners!r}"
+            )
+        return host.strip("[]"), int(port)
+
     def validate(self) -> None:
         if self.group_min_session_timeout_ms > self.group_max_session_timeout_ms:
             raise ConfigError("group.min.session.timeout.ms exceeds group.max.session.timeout.ms")
@@ -83,6 +100,8 @@ class Config:
         ):
             if getattr(self, name) < 1:
                 raise ConfigError(f"{self.kafka_name(name)} must be at least 1")
+        if self.advertised_listeners:
+            self.advertised_address()
         if self.log_flush_policy not in ("write", "fsync", "none"):
             raise ConfigError("log.flush.policy is one of write, fsync, none")
         if self.offsets_topic_segment_bytes < 1024:

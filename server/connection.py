@@ -30,6 +30,7 @@ from minicoord.protocol.headers import (
     response_header,
     skip_tagged_fields,
 )
+from minicoord.protocol.validate import null_violation
 from minicoord.server.broker import Broker
 from minicoord.server.faults import error_response
 from minicoord.server.handlers import api_versions
@@ -120,6 +121,9 @@ class KafkaConnection(asyncio.Protocol):
             self.client_host = f"/{peer[0]}"
         if local:
             self.local_host, self.local_port = local[0], local[1]
+        advertised = self.broker.advertised
+        if advertised is not None:
+            self.local_host, self.local_port = advertised
         limit = self.broker.config.max_connections
         if len(self.broker.connections) >= limit:
             self.abort(f"max.connections={limit} reached")
@@ -210,6 +214,10 @@ class KafkaConnection(asyncio.Protocol):
             request = spec.request.decode(memoryview(frame)[pos:], version=version)
         except Exception as exc:
             self.abort(f"undecodable {spec.name} v{version} request: {exc!r}")
+            return
+        violation = null_violation(request, version)
+        if violation is not None:
+            self.abort(f"invalid {spec.name} v{version} request: non-nullable {violation} is null")
             return
         broker = self.broker
         observe = None

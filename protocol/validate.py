@@ -1,0 +1,63 @@
+"""Reject requests whose non-nullable fields arrived as null.
+
+kafka-python's decoders read a length of -1 as None for any string or array, nullable or
+not; Kafka's own generated readers refuse that. Handlers rely on the schema (a non-nullable
+array is a list), so the connection checks decoded requests here and closes the connection
+on a violation, as Kafka does with an invalid request.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+# (attribute, nullable, nested plan or None, is_array) per field present at a version
+Plan = tuple[tuple[str, bool, Any, bool], ...]
+
+
+_PLANS: dict[tuple[int, int], Plan] = {}
+_NULLABLE_KINDS = frozenset({"string", "bytes", "records"})
+
+
+def _plan(struct: Any, version: int) -> Plan:
+    # Schema objects are not hashable; they live as long as the process, so key by identity.
+    key = (id(struct), version)
+    cached = _PLANS.get(key)
+    if cached is not None:
+        return cached
+    plan = []
+    for field in struct.fields.values():
+        if not field.for_version_q(version) or field.tagged_field_q(version):
+            continue  # absent at this version, or tagged (optional by definition)
+        if not (field.is_array() or field.is_struct() or field.type_str in _NULLABLE_KINDS):
+            # Fixed-size types have no null on the wire; kafka-python reads an all-zero
+            # uuid as None, which is a value, not a null.
+            continue
+        nested = None
+        if field.is_struct_array() or field.is_struct():
+            nested = _plan(field, version)
+        plan.append(
+            (field.name, bool(field.nullable_for_version_q(version)), nested, field.is_array())
+        )
+    _PLANS[key] = result = tuple(plan)
+    return result
+
+
+def null_violation(request: Any, version: int) -> str | None:
+    """The path of the first non-nullable field that is null, or None if there is none."""
+    return _check(request, _plan(type(request)._struct, version))
+
+
+def _check(obj: Any, plan: Plan) -> str | None:
+    for name, nullable, nested, is_array in plan:
+        value = getattr(obj, name, None)
+        if value is None:
+            if not nullable:
+                return name
+            continue
+        if nested is None:
+            continue
+        for item in value if is_array else (value,):
+            inner = _check(item, nested)
+            if inner is not None:
+                return f"{name}.{inner}"
+    return None

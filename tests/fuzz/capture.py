@@ -1,0 +1,118 @@
+"""Capture real client traffic: stock clients talk to a server through a recording proxy."""
+
+from __future__ import annotations
+
+import asyncio
+import struct
+import time
+import uuid
+
+from minicoord.testing import running
+
+TOPIC = "topic6"
+
+
+async def _proxy(target: list[int], frames: list[bytes]) -> tuple[asyncio.base_events.Server, int]:
+    async def pipe(
+        reader: asyncio.StreamReader, writer: asyncio.StreamWriter, record: bool
+    ) -> None:
+        buf = b""
+        try:
+            while data := await reader.read(65536):
+                writer.write(data)
+                if record:
+                    buf += data
+                    while len(buf) >= 4:
+                        (size,) = struct.unpack_from(">i", buf)
+                        if len(buf) < 4 + size:
+                            break
+                        frames.append(buf[: 4 + size])
+                        buf = buf[4 + size :]
+        except ConnectionError:
+            pass
+        finally:
+            writer.close()
+
+    async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        up_reader, up_writer = await asyncio.open_connection("127.0.0.1", target[0])
+        await asyncio.gather(pipe(reader, up_writer, True), pipe(up_reader, writer, False))
+
+    server = await asyncio.start_server(handle, "127.0.0.1", 0)
+    return server, server.sockets[0].getsockname()[1]
+
+
+def _confluent(bootstrap: str) -> None:
+    from confluent_kafka import Consumer, TopicPartition
+    from confluent_kafka.admin import AdminClient
+
+    consumer = Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": f"capture-ck-{uuid.uuid4().hex[:6]}",
+            "enable.auto.commit": False,
+            "session.timeout.ms": 6000,
+            "broker.address.family": "v4",
+        }
+    )
+    assigned: list[object] = []
+    consumer.subscribe([TOPIC], on_assign=lambda c, ps: assigned.extend(ps))
+    deadline = time.monotonic() + 20
+    while not assigned and time.monotonic() < deadline:
+        consumer.poll(0.05)
+    consumer.commit(offsets=[TopicPartition(TOPIC, 0, 0)], asynchronous=False)
+    consumer.committed([TopicPartition(TOPIC, 0)], timeout=10)
+    AdminClient({"bootstrap.servers": bootstrap}).list_consumer_groups().result(timeout=10)
+    consumer.close()
+
+
+def _kafka_python(bootstrap: str) -> None:
+    from kafka import KafkaAdminClient
+
+    admin = KafkaAdminClient(bootstrap_servers=bootstrap)
+    listed = admin.list_groups()
+    groups = [g["group_id"] if isinstance(g, dict) else g[0] for g in listed]
+    if groups:
+        admin.describe_groups(groups[:3])
+        admin.list_group_offsets(groups[0])
+    admin.close()
+
+
+async def _aiokafka(bootstrap: str) -> None:
+    from aiokafka import AIOKafkaConsumer, TopicPartition
+    from aiokafka.structs import OffsetAndMetadata
+
+    consumer = AIOKafkaConsumer(
+        TOPIC,
+        bootstrap_servers=bootstrap,
+        group_id=f"capture-aio-{uuid.uuid4().hex[:6]}",
+        enable_auto_commit=False,
+        session_timeout_ms=6000,
+        heartbeat_interval_ms=100,
+    )
+    await consumer.start()
+    deadline = time.monotonic() + 20
+    while not consumer.assignment() and time.monotonic() < deadline:
+        await consumer.getmany(timeout_ms=20)
+    await consumer.commit({TopicPartition(TOPIC, 1): OffsetAndMetadata(0, "meta")})
+    await consumer.committed(TopicPartition(TOPIC, 1))
+    await consumer.stop()
+
+
+async def capture_client_frames() -> list[bytes]:
+    """Frames (length prefix included) that three stock clients sent while joining,
+    committing, fetching offsets, leaving and administering groups."""
+    frames: list[bytes] = []
+    target: list[int] = []
+    proxy, port = await _proxy(target, frames)
+    bootstrap = f"127.0.0.1:{port}"
+    # The server advertises the proxy, so every connection the clients open goes through it.
+    configs = {"advertised.listeners": f"PLAINTEXT://{bootstrap}"}
+    with running(configs, topics=[(TOPIC, 6)]) as server:
+        target.append(server.port)
+        try:
+            await asyncio.wait_for(_aiokafka(bootstrap), 60)
+            await asyncio.wait_for(asyncio.to_thread(_confluent, bootstrap), 60)
+            await asyncio.wait_for(asyncio.to_thread(_kafka_python, bootstrap), 60)
+        finally:
+            proxy.close()
+    return frames
