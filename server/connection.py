@@ -34,7 +34,7 @@ from minicoord.protocol.validate import null_violation
 from minicoord.server.broker import Broker
 from minicoord.server.faults import error_response
 from minicoord.server.handlers import api_versions
-from minicoord.server.handlers.base import Handler, RequestContext
+from minicoord.server.handlers.base import EncodedResponse, Handler, RequestContext
 
 log = logging.getLogger("minicoord.connection")
 
@@ -44,7 +44,7 @@ API_VERSIONS_KEY = 18
 
 def encode_response(header: RequestHeader, spec: ApiSpec, response: Any) -> bytes:
     version = header.api_version
-    body = response.encode(version=version)
+    body = response.body if type(response) is EncodedResponse else response.encode(version=version)
     # ApiVersions answers with header v0 at every version, so that a client which does not
     # yet know our versions can always read it (KIP-511).
     flexible = spec.key != API_VERSIONS_KEY and spec.response_flexible(version)
@@ -211,11 +211,14 @@ class KafkaConnection(asyncio.Protocol):
         try:
             if spec.request_flexible(version):
                 pos = skip_tagged_fields(frame, pos)
-            request = spec.request.decode(memoryview(frame)[pos:], version=version)
+            if handler.decode is not None:
+                request = handler.decode(frame[pos:], version)
+            else:
+                request = spec.request.decode(memoryview(frame)[pos:], version=version)
         except Exception as exc:
             self.abort(f"undecodable {spec.name} v{version} request: {exc!r}")
             return
-        violation = null_violation(request, version)
+        violation = None if handler.decode is not None else null_violation(request, version)
         if violation is not None:
             self.abort(f"invalid {spec.name} v{version} request: non-nullable {violation} is null")
             return

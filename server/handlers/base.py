@@ -59,6 +59,15 @@ class RequestContext:
 
 
 HandleFn = Callable[[RequestContext, Any], Any]
+DecodeFn = Callable[[bytes, int], Any]
+
+
+@dataclass(frozen=True, slots=True)
+class EncodedResponse:
+    """A response body a hot-path handler encoded itself (see protocol/fast_heartbeat.py)."""
+
+    body: bytes
+    error_code: int
 
 
 @dataclass(frozen=True, slots=True)
@@ -67,6 +76,9 @@ class Handler:
     handle: HandleFn
     min_version: int
     max_version: int
+    # A hand-written decoder proven equal to the generated one; it must refuse (raise)
+    # whatever the generated decoder plus the null checks would refuse.
+    decode: DecodeFn | None = None
 
     @classmethod
     def for_spec(
@@ -75,12 +87,14 @@ class Handler:
         handle: HandleFn,
         min_version: int | None = None,
         max_version: int | None = None,
+        decode: DecodeFn | None = None,
     ) -> Handler:
         return cls(
             spec,
             handle,
             spec.min_version if min_version is None else min_version,
             spec.max_version if max_version is None else max_version,
+            decode,
         )
 
     def supports(self, version: int) -> bool:

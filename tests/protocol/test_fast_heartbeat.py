@@ -1,0 +1,66 @@
+"""The hand-written Heartbeat codec agrees with kafka-python's generated one."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+from kafka.protocol.consumer import HeartbeatRequest, HeartbeatResponse
+from minicoord.protocol.errors import ErrorCode
+from minicoord.protocol.fast_heartbeat import (
+    HeartbeatDecodeError,
+    decode_request,
+    encode_response,
+)
+
+text = st.text(max_size=100)
+versions = st.integers(0, 4)
+
+
+@given(versions, text, st.integers(-(2**31), 2**31 - 1), text, st.none() | text)
+def test_decoding_matches_the_generated_codec(
+    version: int, group: str, generation: int, member: str, instance: str | None
+) -> None:
+    request = HeartbeatRequest(
+        version=version,
+        group_id=group,
+        generation_id=generation,
+        member_id=member,
+        group_instance_id=instance,
+    )
+    body = bytes(request.encode())
+    fast = decode_request(body, version)
+    slow = HeartbeatRequest.decode(body, version=version)
+    assert (fast.group_id, fast.generation_id, fast.member_id) == (
+        slow.group_id,
+        slow.generation_id,
+        slow.member_id,
+    )
+    assert fast.group_instance_id == (slow.group_instance_id if version >= 3 else None)
+
+
+@given(versions, st.sampled_from(list(ErrorCode)))
+def test_encoding_is_byte_equal(version: int, error: ErrorCode) -> None:
+    expected = HeartbeatResponse(version=version, throttle_time_ms=0, error_code=error).encode()
+    assert encode_response(version, error) == bytes(expected)
+
+
+@given(versions, st.binary(max_size=40))
+def test_garbage_is_refused_or_decoded_like_the_generated_codec(version: int, raw: bytes) -> None:
+    try:
+        fast = decode_request(raw, version)
+    except (HeartbeatDecodeError, ValueError):
+        return
+    slow = HeartbeatRequest.decode(raw, version=version)
+    assert (fast.group_id, fast.generation_id, fast.member_id) == (
+        slow.group_id,
+        slow.generation_id,
+        slow.member_id,
+    )
+
+
+@pytest.mark.parametrize("version", [0, 3, 4])
+def test_null_group_id_is_refused(version: int) -> None:
+    body = (b"\xff\xff" if version < 4 else b"\x00") + b"\x00\x00\x00\x01" + b"\x00\x01m"
+    with pytest.raises(HeartbeatDecodeError):
+        decode_request(body, version)
