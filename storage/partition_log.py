@@ -254,10 +254,18 @@ def scan_segment(data: bytes, base_offset: int) -> SegmentScan:
             except CorruptBatch as exc:
                 reason = str(exc)
             else:
-                next_offset = batch.base_offset + batch.last_offset_delta + 1
-                batches += 1
-                pos += extent[1]
-                continue
+                # The base offset lies outside the CRC (as in Kafka's format), so a flipped
+                # bit there passed unseen: it could move the log's next offset backwards, and
+                # the next roll then reused the active segment's name and lost appends. A base
+                # offset below its segment's is damage; any other may only move it forward.
+                if batch.base_offset < base_offset:
+                    reason = f"base offset {batch.base_offset} is below the segment's {base_offset}"
+                else:
+                    end = batch.base_offset + batch.last_offset_delta + 1
+                    next_offset = max(next_offset, end)
+                    batches += 1
+                    pos += extent[1]
+                    continue
         return SegmentScan(next_offset, batches, pos, reason, _valid_batch_after(data, pos + 1))
     return SegmentScan(next_offset, batches)
 

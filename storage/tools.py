@@ -38,7 +38,14 @@ def dump(data_dir: Path, only: int | None = None, out: TextIO = sys.stdout) -> i
     count = 0
     for partition in partitions(data_dir, only):
         for path in _segments(partition_dir(data_dir, partition)):
-            for r in records_of(path.read_bytes()):
+            data = path.read_bytes()
+            # A damaged log is what an operator most wants to dump, but records_of raises
+            # CorruptBatch at a damaged batch (a traceback, and no other partition printed).
+            # Print the sound batches before the damage and name it on stderr instead.
+            scan = scan_segment(data, int(path.name[: -len(SUFFIX)]))
+            if scan.damage_at is not None:
+                data = data[: scan.damage_at]
+            for r in records_of(data):
                 try:
                     key = decode_key(r.key)
                     value = "<tombstone>" if r.value is None else decode_value(key, r.value)
@@ -49,6 +56,12 @@ def dump(data_dir: Path, only: int | None = None, out: TextIO = sys.stdout) -> i
                     f"key={key} value={value}\n"
                 )
                 count += 1
+            if scan.damage_at is not None:
+                print(
+                    f"minicoord: {path} is damaged at byte {scan.damage_at} ({scan.reason}); "
+                    "its records from there on are not shown (see `minicoord log verify`)",
+                    file=sys.stderr,
+                )
     return count
 
 

@@ -1,0 +1,323 @@
+"""Helpers for the durability tests: raw protocol requests (exact error codes, no client
+retries), bounded waits, the on-disk layout of a partition's log, and group ids chosen by
+the offsets partition they map to.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import subprocess
+import sys
+import time
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Any, TypeVar
+
+from kafka.protocol.consumer import JoinGroupRequest, OffsetCommitRequest, OffsetFetchRequest
+from kafka.protocol.metadata import FindCoordinatorRequest
+from minicoord.clients.connection import ProtocolClient
+from minicoord.protocol.records import OffsetCommitKey, decode_key, decode_value
+from minicoord.server.coordinator.partitioning import partition_for
+from minicoord.server.process import ServerProcess, start_server_process
+from minicoord.storage.batch import batch_extent
+from minicoord.storage.partition_log import SUFFIX, partition_dir, records_of
+
+OFFSETS_PARTITIONS = 50
+REQUEST_TIMEOUT_S = 10.0
+
+T = TypeVar("T")
+
+
+class WaitTimeout(AssertionError):
+    pass
+
+
+async def wait_for_value(
+    probe: Callable[[], Awaitable[T]],
+    accept: Callable[[T], bool],
+    timeout: float,
+    *,
+    interval: float = 0.05,
+    what: str = "condition",
+) -> T:
+    """Await `probe()` until `accept` takes its value; bounded by a deadline and a count."""
+    deadline = time.monotonic() + timeout
+    last: Any = None
+    for _ in range(int(timeout / interval) + 100):
+        last = await probe()
+        if accept(last):
+            return last
+        if time.monotonic() >= deadline:
+            break
+        await asyncio.sleep(interval)
+    raise WaitTimeout(f"timed out after {timeout:.1f}s waiting for {what}; last value {last!r}")
+
+
+def reading(read: Callable[[], T]) -> Callable[[], Awaitable[T]]:
+    """A probe for `wait_for_value` that just reads a value (a counter, a log)."""
+
+    async def probe() -> T:
+        return read()
+
+    return probe
+
+
+# -- group ids by offsets partition -----------------------------------------------------------
+
+
+def group_in_partition(partition: int, prefix: str) -> str:
+    """The first group id `prefix-N` that Kafka's mapping puts in `partition`."""
+    for n in range(100_000):
+        gid = f"{prefix}-{n}"
+        if partition_for(gid, OFFSETS_PARTITIONS) == partition:
+            return gid
+    raise AssertionError(f"no group id with prefix {prefix!r} maps to partition {partition}")
+
+
+def groups_in_partition(partition: int, prefix: str, count: int) -> list[str]:
+    """`count` distinct group ids that Kafka's mapping puts in `partition`."""
+    found: list[str] = []
+    for n in range(count * OFFSETS_PARTITIONS * 20):
+        gid = f"{prefix}-{n}"
+        if partition_for(gid, OFFSETS_PARTITIONS) == partition:
+            found.append(gid)
+            if len(found) == count:
+                return found
+    raise AssertionError(f"fewer than {count} group ids with prefix {prefix!r} in {partition}")
+
+
+def partition_of(group_id: str) -> int:
+    return partition_for(group_id, OFFSETS_PARTITIONS)
+
+
+# -- the files of a partition ---------------------------------------------------------------
+
+
+def segments(data_dir: Path, partition: int) -> list[Path]:
+    return sorted(partition_dir(data_dir, partition).glob("*" + SUFFIX))
+
+
+def batch_spans(path: Path) -> list[tuple[int, int]]:
+    """(start, size) of each whole batch in a segment file, in order."""
+    data = path.read_bytes()
+    spans = []
+    pos = 0
+    for _ in range(len(data)):
+        if pos >= len(data):
+            break
+        extent = batch_extent(data, pos)
+        assert extent is not None and pos + extent[1] <= len(data), f"{path}: bad batch at {pos}"
+        spans.append((pos, extent[1]))
+        pos += extent[1]
+    return spans
+
+
+def flip_bit(path: Path, position: int, bit: int = 0) -> None:
+    data = bytearray(path.read_bytes())
+    data[position] ^= 1 << bit
+    path.write_bytes(bytes(data))
+
+
+def cut_tail(path: Path, nbytes: int) -> None:
+    size = path.stat().st_size
+    with open(path, "r+b") as f:
+        f.truncate(size - nbytes)
+
+
+# A v2 batch: base offset (8), length (4), leader epoch (4), magic (1), CRC (4), then the
+# CRC-covered attributes and records. A flip at or after this position is what the CRC
+# catches (base offset and leader epoch are outside the CRC in Kafka's format too).
+CRC_COVERED_FROM = 21
+
+
+# -- raw requests ---------------------------------------------------------------------------
+
+
+async def _request(port: int, request: Any, version: int) -> Any:
+    client = await asyncio.wait_for(
+        ProtocolClient.connect("127.0.0.1", port, "durability-raw"), REQUEST_TIMEOUT_S
+    )
+    try:
+        return await asyncio.wait_for(client.request(request, version), REQUEST_TIMEOUT_S)
+    finally:
+        await client.close()
+
+
+async def offset_fetch(
+    port: int, group: str, topic: str, partitions: list[int]
+) -> tuple[int, dict[int, int]]:
+    """OffsetFetch v7: (group error code, {partition: committed offset or -1})."""
+    req = OffsetFetchRequest(
+        group_id=group,
+        topics=[
+            OffsetFetchRequest.OffsetFetchRequestTopic(name=topic, partition_indexes=partitions)
+        ],
+        require_stable=False,
+    )
+    resp = await _request(port, req, 7)
+    offsets = {p.partition_index: p.committed_offset for t in resp.topics for p in t.partitions}
+    return resp.error_code, offsets
+
+
+async def offset_commit(port: int, group: str, topic: str, offsets: dict[int, int]) -> list[int]:
+    """OffsetCommit v8 with no generation (a simple, self-assigning consumer): error codes."""
+    parts = [
+        OffsetCommitRequest.OffsetCommitRequestTopic.OffsetCommitRequestPartition(
+            partition_index=p,
+            committed_offset=o,
+            committed_leader_epoch=-1,
+            commit_timestamp=-1,
+            committed_metadata="",
+        )
+        for p, o in sorted(offsets.items())
+    ]
+    req = OffsetCommitRequest(
+        group_id=group,
+        generation_id_or_member_epoch=-1,
+        member_id="",
+        group_instance_id=None,
+        retention_time_ms=-1,
+        topics=[OffsetCommitRequest.OffsetCommitRequestTopic(name=topic, partitions=parts)],
+    )
+    resp = await _request(port, req, 8)
+    return [p.error_code for t in resp.topics for p in t.partitions]
+
+
+async def join_error(port: int, group: str) -> int:
+    """JoinGroup v9 with no member id: a served group answers MEMBER_ID_REQUIRED."""
+    req = JoinGroupRequest(
+        group_id=group,
+        session_timeout_ms=10_000,
+        rebalance_timeout_ms=10_000,
+        member_id="",
+        group_instance_id=None,
+        protocol_type="consumer",
+        protocols=[JoinGroupRequest.JoinGroupRequestProtocol(name="range", metadata=b"")],
+        reason=None,
+    )
+    resp = await _request(port, req, 9)
+    return resp.error_code
+
+
+async def find_coordinator_error(port: int, group: str) -> int:
+    req = FindCoordinatorRequest(key=group, key_type=0)
+    resp = await _request(port, req, 3)
+    return resp.error_code
+
+
+# -- server processes and the command line ------------------------------------------------
+
+
+class Node:
+    """One broker identity: a data directory and a port, served by one process at a time.
+
+    The first start picks a free port; every restart binds the same one, as a real broker
+    restarting under its clients would.
+    """
+
+    def __init__(
+        self,
+        data_dir: Path,
+        configs: dict[str, object] | None = None,
+        topics: list[tuple[str, int]] | None = None,
+    ) -> None:
+        self.data_dir = data_dir
+        self.configs = dict(configs or {})
+        self.topics = list(topics or [])
+        self.port = 0
+        self.processes: list[ServerProcess] = []
+
+    @property
+    def proc(self) -> ServerProcess:
+        assert self.processes, "the node was never started"
+        return self.processes[-1]
+
+    @property
+    def bootstrap(self) -> str:
+        return f"127.0.0.1:{self.port}"
+
+    @property
+    def log(self) -> str:
+        """stderr of the current (latest) process."""
+        return self.proc.log
+
+    @property
+    def running(self) -> bool:
+        return bool(self.processes) and self.proc.proc.poll() is None
+
+    def start(self) -> ServerProcess:
+        assert not self.running, "a server process is already running on this node"
+        server = start_server_process(
+            self.configs, self.topics, timeout=20, data_dir=self.data_dir, port=self.port
+        )
+        self.processes.append(server)
+        if self.port == 0:
+            self.port = server.port
+        assert server.port == self.port
+        return server
+
+    def kill(self) -> None:
+        """SIGKILL: no shutdown code runs, nothing buffered in the process is written."""
+        self.proc.kill()
+        assert self.proc.proc.returncode == -9
+
+    def stop(self) -> None:
+        """SIGTERM: a clean shutdown, exit status 0."""
+        assert self.proc.stop() == 0, self.log
+
+    def all_logs(self) -> str:
+        return "\n".join(
+            f"---- process {i} (pid {p.proc.pid}, exit {p.proc.poll()}) ----\n{p.log}"
+            for i, p in enumerate(self.processes)
+        )
+
+
+def minicoord_log(*args: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
+    """Run `minicoord log ARGS…` (the real command line) and capture its output."""
+    return subprocess.run(
+        [sys.executable, "-m", "minicoord.server.cli", "log", *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
+
+
+def committed_on_disk(data_dir: Path, group: str, topic: str) -> dict[int, int]:
+    """The last offset stored per partition for (group, topic), read from the segment files
+    of the server that wrote them (stopped or killed): what a restart must load.
+
+    A tombstone removes the partition. Reads every batch and checks its CRC.
+    """
+    found: dict[int, int] = {}
+    directory = partition_dir(data_dir, partition_of(group))
+    for path in sorted(directory.glob("*" + SUFFIX)):
+        for record in records_of(path.read_bytes()):
+            key = decode_key(record.key)
+            if not isinstance(key, OffsetCommitKey) or (key.group, key.topic) != (group, topic):
+                continue
+            if record.value is None:
+                found.pop(key.partition, None)
+            else:
+                found[key.partition] = decode_value(key, record.value).offset
+    return found
+
+
+def verify_after_kill(data_dir: Path) -> bool:
+    """`minicoord log verify` after a SIGKILL: True when it found a torn tail.
+
+    A clean log exits 0. The one damage a SIGKILL may leave is a torn tail: Linux can stop a
+    write() to a file between two pages when a fatal signal arrives, so the batch being
+    written when the process died (never acknowledged: the reply follows the write) may be
+    partly there. That is a damaged last batch in one segment, which the next start truncates;
+    anything else (damage before valid data, or more than one problem) fails here.
+    """
+    verify = minicoord_log("verify", str(data_dir))
+    lines = verify.stdout.splitlines()
+    problems = [line for line in lines if line.startswith(("damaged tail", "corruption"))]
+    if verify.returncode == 0:
+        assert problems == [], verify.stdout
+        return False
+    assert verify.returncode == 1, verify.stdout + verify.stderr
+    assert len(problems) == 1, verify.stdout
+    assert problems[0].startswith("damaged tail (truncated at next start):"), verify.stdout
+    return True
