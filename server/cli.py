@@ -137,8 +137,9 @@ def _log_command(args: argparse.Namespace) -> int:
         print(f"minicoord: {data_dir} is not a directory", file=sys.stderr)
         return 2
     if args.log_command == "dump":
-        tools.dump(data_dir, args.partition)
-        return 0
+        _, damaged = tools.dump(data_dir, args.partition)
+        # Sound records are printed either way; damage makes the exit status say so.
+        return 1 if damaged else 0
     if args.log_command == "verify":
         problems = tools.verify(data_dir)
         if problems:

@@ -5,11 +5,11 @@ The child is the real command line; its ready line gives the port it bound."""
 from __future__ import annotations
 
 import os
+import queue
 import signal
 import subprocess
 import sys
 import threading
-import time
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
@@ -80,12 +80,17 @@ def start_server_process(
             server.stderr_lines.append(line)
 
     threading.Thread(target=drain_stderr, daemon=True).start()
-    deadline = time.monotonic() + timeout
-    line = proc.stdout.readline()
-    if not line.startswith(READY_PREFIX) or time.monotonic() > deadline:
+    # Read the ready line on a thread so that a server hanging before it cannot hang us.
+    ready: queue.Queue[str] = queue.Queue()
+    threading.Thread(target=lambda: ready.put(proc.stdout.readline()), daemon=True).start()
+    try:
+        line = ready.get(timeout=timeout)
+    except queue.Empty:
+        line = ""
+    if not line.startswith(READY_PREFIX):
         proc.kill()
         proc.wait(5)
-        raise RuntimeError(f"server did not start: {line!r}\n{server.log}")
+        raise RuntimeError(f"server did not start within {timeout} s: {line!r}\n{server.log}")
     address = line[len(READY_PREFIX) :].strip()
     server.port = int(address.rsplit(":", 1)[1])
     return server

@@ -33,9 +33,10 @@ def _segments(directory: Path) -> Iterator[Path]:
     yield from sorted(directory.glob("*" + SUFFIX))
 
 
-def dump(data_dir: Path, only: int | None = None, out: TextIO = sys.stdout) -> int:
-    """Print every record decoded; returns how many were printed."""
+def dump(data_dir: Path, only: int | None = None, out: TextIO = sys.stdout) -> tuple[int, int]:
+    """Print every record decoded; returns (records printed, damaged segments)."""
     count = 0
+    damaged = 0
     for partition in partitions(data_dir, only):
         for path in _segments(partition_dir(data_dir, partition)):
             data = path.read_bytes()
@@ -57,12 +58,13 @@ def dump(data_dir: Path, only: int | None = None, out: TextIO = sys.stdout) -> i
                 )
                 count += 1
             if scan.damage_at is not None:
+                damaged += 1
                 print(
                     f"minicoord: {path} is damaged at byte {scan.damage_at} ({scan.reason}); "
                     "its records from there on are not shown (see `minicoord log verify`)",
                     file=sys.stderr,
                 )
-    return count
+    return count, damaged
 
 
 def verify(data_dir: Path, out: TextIO = sys.stdout) -> int:

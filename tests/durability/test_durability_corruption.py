@@ -188,7 +188,7 @@ async def test_damage_before_valid_data_fails_only_that_partition(
     # dump shows the sound records before the damage (and every other partition) and names
     # the damage, rather than stopping with a traceback.
     dump = minicoord_log("dump", str(node.data_dir))
-    assert dump.returncode == 0, dump.stderr
+    assert dump.returncode == 1, dump.stderr  # printed what it could, and says it is damaged
     assert f"minicoord: {damaged} is damaged at byte {start} ({problem})" in dump.stderr
     assert "Traceback" not in dump.stderr
     lines = dump.stdout.splitlines()
