@@ -1,0 +1,256 @@
+"""`minicoord bench SCENARIO [options]`: the PySpark load generator's command line.
+
+Also a spark-submit application: `spark-submit --master spark://HOST:7077 $(python -c
+'import minicoord.bench.cli as m; print(m.__file__)') heartbeat --bootstrap HOST:PORT`.
+pyspark is imported only when a benchmark runs, so `minicoord serve` never loads it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from collections.abc import Sequence
+from typing import Any
+
+SCENARIOS = ("cold-join", "join-scaling", "rejoin", "churn", "heartbeat", "commit", "scale")
+
+# Defaults that differ by scenario (None in the parser means "take it from here").
+DEFAULTS: dict[str, dict[str, Any]] = {
+    "cold-join": {"groups": 10, "members": 10},
+    "join-scaling": {"sizes": [10, 100, 1000, 5000]},
+    "rejoin": {"members": 100, "rounds": 3},
+    "churn": {"groups": 2, "members": 10, "duration_s": 10.0, "heartbeat_interval_ms": 500},
+    "heartbeat": {"members": 1000, "duration_s": 5.0},
+    "commit": {"members": 100, "duration_s": 5.0},
+    "scale": {"steps": [1000, 5000, 10000], "hold_s": 10.0},
+}
+COMMON = {
+    "groups": 1,
+    "members": 10,
+    "group_size": 100,
+    "duration_s": 5.0,
+    "heartbeat_interval_ms": 3000,
+    "rounds": 3,
+    "hold_s": 10.0,
+}
+
+
+def _ints(text: str) -> list[int]:
+    try:
+        values = [int(x) for x in text.replace(" ", "").split(",") if x]
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"expected numbers separated by commas: {text!r}"
+        ) from None
+    if not values or min(values) < 1:
+        raise argparse.ArgumentTypeError(f"expected positive numbers: {text!r}")
+    return values
+
+
+def _cpus(text: str) -> list[int]:
+    try:
+        values = [int(x) for x in text.replace(" ", "").split(",") if x]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected CPU numbers, e.g. 0 or 0,1: {text!r}") from None
+    if not values or min(values) < 0:
+        raise argparse.ArgumentTypeError(f"expected CPU numbers, e.g. 0 or 0,1: {text!r}")
+    return values
+
+
+def _pair(text: str) -> tuple[str, str]:
+    key, sep, value = text.partition("=")
+    if not sep or not key:
+        raise argparse.ArgumentTypeError(f"expected KEY=VALUE, got {text!r}")
+    return key.strip(), value.strip()
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="minicoord bench",
+        description="Load-test a Kafka group coordinator with simulated members driven by "
+        "Spark tasks; results aggregated in Spark.",
+    )
+    p.add_argument("scenario", choices=SCENARIOS)
+    target = p.add_argument_group("target")
+    target.add_argument(
+        "--bootstrap",
+        metavar="HOST:PORT",
+        help="the server under test; without it the bench starts a minicoord server itself",
+    )
+    target.add_argument(
+        "--server-config",
+        action="append",
+        default=[],
+        type=_pair,
+        metavar="KEY=VALUE",
+        help="a broker config for the server the bench starts (`minicoord serve --config`), "
+        "e.g. log.flush.policy=fsync; repeatable",
+    )
+    target.add_argument(
+        "--server-data-dir",
+        help="data dir of the server the bench starts "
+        "(default: in memory; a temporary log for `commit`)",
+    )
+    target.add_argument(
+        "--compare",
+        action="store_true",
+        help="also run against a bare uvloop echo server (the ceiling; "
+        "heartbeat scenario) and report minicoord's ratios",
+    )
+    target.add_argument(
+        "--compare-bootstrap",
+        metavar="HOST:PORT",
+        help="also run against this Kafka-protocol server and report ratios",
+    )
+    target.add_argument(
+        "--server-cpus",
+        type=_cpus,
+        metavar="N[,N]",
+        help="pin the servers the bench starts to these CPUs (Linux)",
+    )
+    target.add_argument(
+        "--client-cpus",
+        type=_cpus,
+        metavar="N[,N]",
+        help="pin the Spark tasks' Python workers to these CPUs (Linux)",
+    )
+
+    load = p.add_argument_group("load")
+    load.add_argument("--groups", type=int, help="groups (cold-join: 10, churn: 2)")
+    load.add_argument(
+        "--members",
+        type=int,
+        help="members per group (cold-join: 10, churn: "
+        "10, rejoin: 100); total members (heartbeat: 1000, commit: 100)",
+    )
+    load.add_argument(
+        "--group-size", type=int, help="members per group in heartbeat, commit, scale (100)"
+    )
+    load.add_argument("--sizes", type=_ints, help="join-scaling group sizes (10,100,1000,5000)")
+    load.add_argument(
+        "--steps", type=_ints, help="scale: total members after each wave (1000,5000,10000)"
+    )
+    load.add_argument("--rounds", type=int, help="rejoin: newcomers, one per round (3)")
+    load.add_argument(
+        "--duration-s",
+        type=float,
+        help="length of each timed step (churn: 10, heartbeat and commit: 5)",
+    )
+    load.add_argument(
+        "--rates",
+        type=_ints,
+        default=[],
+        help="heartbeat/commit: also run at "
+        "these fixed aggregate rates per second, e.g. 5000,10000,20000",
+    )
+    load.add_argument(
+        "--no-back-to-back",
+        action="store_true",
+        help="heartbeat/commit: skip the back-to-back step",
+    )
+    load.add_argument("--hold-s", type=float, help="scale: seconds each wave is held (10)")
+    load.add_argument(
+        "--lifetime-ms", type=float, default=3000, help="churn: mean time a member stays (3000)"
+    )
+    load.add_argument(
+        "--pause-ms",
+        type=float,
+        default=500,
+        help="churn: mean time before a member comes back (500)",
+    )
+    load.add_argument(
+        "--start-spread-ms",
+        type=float,
+        default=0,
+        help="start members evenly over this window instead of all at once",
+    )
+
+    member = p.add_argument_group("members")
+    member.add_argument("--topic", default="bench", help="the topic members subscribe to (bench)")
+    member.add_argument(
+        "--partitions", type=int, help="its partitions (default: the largest group size)"
+    )
+    member.add_argument("--assignor", choices=["range", "roundrobin"], default="range")
+    member.add_argument("--static", action="store_true", help="static members (group.instance.id)")
+    member.add_argument("--heartbeat-interval-ms", type=int, help="(3000; churn: 500)")
+    member.add_argument("--session-timeout-ms", type=int, default=30_000)
+    member.add_argument("--rebalance-timeout-ms", type=int, default=60_000)
+    member.add_argument(
+        "--connections",
+        choices=["per-member", "shared"],
+        default="per-member",
+        help="one connection per member, or shared (per-member)",
+    )
+    member.add_argument(
+        "--members-per-connection", type=int, default=100, help="with --connections shared (100)"
+    )
+    member.add_argument(
+        "--timeout-s",
+        type=float,
+        default=120,
+        help="give up waiting for a group to settle after this (120)",
+    )
+
+    spark = p.add_argument_group("spark and output")
+    spark.add_argument("--master", help="Spark master (local[*]; under spark-submit: its own)")
+    spark.add_argument(
+        "--tasks",
+        type=int,
+        help="Spark tasks (default: the default "
+        "parallelism); a barrier stage needs this many free slots",
+    )
+    spark.add_argument(
+        "--spark-conf",
+        action="append",
+        default=[],
+        type=_pair,
+        metavar="KEY=VALUE",
+        help="extra Spark config; repeatable",
+    )
+    spark.add_argument("--out", help="output folder (./bench-results/SCENARIO-TIMESTAMP)")
+    spark.add_argument("--no-progress", action="store_true", help="no progress bar")
+    return p
+
+
+def options(args: argparse.Namespace) -> dict[str, Any]:
+    """The parsed arguments with scenario defaults filled in, as one plain dict."""
+    o = dict(vars(args))
+    for key, value in {**COMMON, **DEFAULTS[args.scenario]}.items():
+        if o.get(key) is None:
+            o[key] = value
+    o["server_config"] = dict(args.server_config)
+    o["back_to_back"] = not args.no_back_to_back
+    if o["out"] is None:
+        o["out"] = f"./bench-results/{args.scenario}-{time.strftime('%Y%m%d-%H%M%S')}"
+    o["partitions_given"] = o["partitions"]
+    if o["partitions"] is None:
+        sizes = {
+            "cold-join": [o["members"]],
+            "join-scaling": o["sizes"],
+            "rejoin": [o["members"] + o["rounds"]],
+            "churn": [o["members"]],
+        }.get(args.scenario, [min(o["group_size"], o["members"])])
+        o["partitions"] = max(sizes)
+    if args.scenario == "scale":
+        o["members"] = max(o["steps"])
+    return o
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    o = options(args)
+    from minicoord.bench.runner import run
+
+    summary = run(o)
+    print(f"results in {o['out']} (summary.json, results.md, raw.parquet, plots)")
+    failed = [
+        g
+        for g in summary["results"].get("groups", [])
+        if g["assignment_violations"] or g["groups_with_failures"]
+    ]
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,389 @@
+"""The driver of `minicoord bench`: targets, Spark jobs, raw Parquet, then the report.
+
+For each target (minicoord; with --compare also the echo ceiling and another server) the
+scenario is cut into one barrier stage per job: every task of the stage runs an event loop
+driving its share of the members (bench/tasks.py), and the rows come back as a DataFrame
+that is appended to the raw Parquet. All aggregation then runs in Spark over that Parquet
+(bench/report.py), so a run on a cluster aggregates where the data is.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import resource
+import sys
+import threading
+import time
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from minicoord.bench.tasks import ROW_FIELDS, TaskPlan, run_task
+from minicoord.server.process import ServerProcess
+
+TARGET_MINICOORD = "minicoord"
+TARGET_ECHO = "echo"
+TARGET_OTHER = "other"
+
+
+@dataclass
+class Target:
+    label: str
+    bootstrap: str
+    echo: bool = False
+    process: ServerProcess | None = None  # set when the bench started it (then it stops it)
+
+    @property
+    def pid(self) -> int | None:
+        return self.process.proc.pid if self.process is not None else None
+
+
+@dataclass
+class Job:
+    """One barrier stage: a label, and each task's waves of (group, member, expected size)."""
+
+    label: str
+    waves: list[list[tuple[str, list[tuple[str, int, int]]]]]  # per task
+    topic: tuple[str, int]  # the topic its members subscribe to, and its partitions
+    params: dict[str, Any] = field(default_factory=dict)
+
+
+def raise_nofile_limit() -> None:
+    # Servers started from here inherit it: 10,000 members need 10,000 sockets there too.
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft < hard:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+
+
+def pin(pid: int, cpus: list[int] | None) -> None:
+    if cpus:
+        with contextlib.suppress(OSError, AttributeError):
+            os.sched_setaffinity(pid, set(cpus))
+
+
+# -- planning -----------------------------------------------------------------------------
+
+
+def _groups(
+    prefix: str, groups: int, size: int, first_index: int = 0
+) -> list[tuple[str, int, int]]:
+    return [
+        (f"{prefix}-g{first_index + g}", (first_index + g) * size + i, size)
+        for g in range(groups)
+        for i in range(size)
+    ]
+
+
+def _population(prefix: str, members: int, group_size: int) -> list[tuple[str, int, int]]:
+    """`members` split into groups of `group_size` (the last one smaller)."""
+    out = []
+    for start in range(0, members, group_size):
+        size = min(group_size, members - start)
+        g = start // group_size
+        out += [(f"{prefix}-g{g}", start + i, size) for i in range(size)]
+    return out
+
+
+def _split(entries: list[tuple[str, int, int]], tasks: int) -> list[list[tuple[str, int, int]]]:
+    """Share members out to tasks, keeping each group whole in one task when there are at
+    least as many groups as tasks: a group split over processes joins from two start
+    instants, and with group.initial.rebalance.delay.ms=0 that skew alone can cost it an
+    extra rebalance round, which would measure the load generator, not the server."""
+    groups: dict[str, list[tuple[str, int, int]]] = {}
+    for entry in entries:
+        groups.setdefault(entry[0], []).append(entry)
+    if len(groups) >= tasks:
+        shares: list[list[tuple[str, int, int]]] = [[] for _ in range(tasks)]
+        for members in sorted(groups.values(), key=len, reverse=True):
+            min(shares, key=len).extend(members)
+        return shares
+    # Fewer groups than tasks (one big group): contiguous blocks of members.
+    per = -(-len(entries) // tasks) if entries else 0
+    return [entries[i * per : (i + 1) * per] for i in range(tasks)]
+
+
+def plan_jobs(o: dict[str, Any], tasks: int, prefix: str) -> list[Job]:
+    scenario = o["scenario"]
+    topic = (o["topic"], o["partitions"])
+    if scenario == "cold-join":
+        entries = _groups(prefix, o["groups"], o["members"])
+        return [Job("cold-join", [[("cold-join", e)] for e in _split(entries, tasks)], topic)]
+    if scenario == "join-scaling":
+        jobs = []
+        for size in o["sizes"]:
+            entries = _groups(f"{prefix}-s{size}", 1, size)
+            n = max(1, min(tasks, size))
+            # A topic per size, with as many partitions as members (unless --partitions):
+            # a group of 10 must not pay for encoding a 5,000-partition Metadata answer.
+            sized = (f"{o['topic']}-{size}", o["partitions_given"] or size)
+            jobs.append(
+                Job(
+                    f"size={size}",
+                    [[(f"size={size}", e)] for e in _split(entries, n)],
+                    sized,
+                    {"topic": sized[0], "partitions": sized[1]},
+                )
+            )
+        return jobs
+    if scenario == "rejoin":
+        entries = _groups(prefix, 1, o["members"])
+        n = max(1, min(tasks, o["members"]))
+        shares = [[("setup", e)] for e in _split(entries, n)]
+        return [Job("rejoin", shares, topic, {"group": f"{prefix}-g0"})]
+    if scenario == "churn":
+        entries = _groups(prefix, o["groups"], o["members"])
+        n = max(1, min(tasks, len(entries)))
+        return [Job("churn", [[("churn", e)] for e in _split(entries, n)], topic)]
+    if scenario in ("heartbeat", "commit"):
+        entries = _population(prefix, o["members"], o["group_size"])
+        n = max(1, min(tasks, len(entries)))
+        return [Job(scenario, [[("setup", e)] for e in _split(entries, n)], topic)]
+    if scenario == "scale":
+        per_task: list[list[tuple[str, list[tuple[str, int, int]]]]] = [[] for _ in range(tasks)]
+        done = 0
+        for total in o["steps"]:
+            # Each wave adds new groups, so existing groups stay Stable while it joins.
+            wave = _population(f"{prefix}-w{total}", total - done, o["group_size"])
+            wave = [(g, done + i, size) for g, i, size in wave]
+            for t, share in enumerate(_split(wave, tasks)):
+                per_task[t].append((f"members={total}", share))
+            done = total
+        return [Job("scale", per_task, topic)]
+    raise ValueError(f"unknown scenario {scenario!r}")
+
+
+# -- targets ------------------------------------------------------------------------------
+
+
+def start_targets(o: dict[str, Any], log: Callable[[str], None]) -> list[Target]:
+    from minicoord.server.process import start_server_process
+
+    targets: list[Target] = []
+    if o["bootstrap"]:
+        targets.append(Target(TARGET_MINICOORD, o["bootstrap"], process=None))
+    else:
+        data_dir = o.get("server_data_dir")
+        if data_dir is None and o["scenario"] == "commit":
+            # Commits are about durability: write a real log (the flush policy applies).
+            data_dir = str(Path(o["out"]) / "server-data")
+        server = start_server_process(
+            o["server_config"], data_dir=data_dir, extra_args=["--log-level", "WARNING"]
+        )
+        pin(server.proc.pid, o["server_cpus"])
+        log(f"started minicoord at {server.bootstrap} (pid {server.proc.pid})")
+        targets.append(Target(TARGET_MINICOORD, server.bootstrap, process=server))
+    if o["compare"]:
+        if o["scenario"] == "heartbeat":
+            from minicoord.bench.echo_server import start_echo_process
+
+            echo = start_echo_process()
+            pin(echo.proc.pid, o["server_cpus"])
+            log(f"started the echo server at {echo.bootstrap} (pid {echo.proc.pid})")
+            targets.append(Target(TARGET_ECHO, echo.bootstrap, echo=True, process=echo))
+        else:
+            log("the echo ceiling answers only Heartbeats: it is compared in `heartbeat` only")
+    if o["compare_bootstrap"]:
+        targets.append(Target(TARGET_OTHER, o["compare_bootstrap"]))
+    return targets
+
+
+def prepare_topic(target: Target, topic: str, partitions: int) -> None:
+    if target.echo:
+        return
+    from minicoord.clients.connection import ProtocolClient
+    from minicoord.clients.member import create_topic
+
+    async def create() -> int:
+        host, _, port = target.bootstrap.rpartition(":")
+        async with await ProtocolClient.connect(host.strip("[]"), int(port), "bench-admin") as c:
+            return await create_topic(c, topic, partitions)
+
+    error = asyncio.run(create())
+    if error:
+        raise RuntimeError(f"cannot create topic {topic} on {target.bootstrap}: error {error}")
+
+
+# -- Spark --------------------------------------------------------------------------------
+
+
+def spark_session(o: dict[str, Any]) -> Any:
+    from pyspark.sql import SparkSession
+
+    builder = SparkSession.builder.appName(f"minicoord-bench-{o['scenario']}")
+    under_submit = "PYSPARK_GATEWAY_PORT" in os.environ  # launched by spark-submit
+    master = o["master"] or (None if under_submit else "local[*]")
+    if master is not None:
+        builder = builder.master(master)
+    if master is not None and master.startswith("local"):
+        # Embedded Spark: loopback only, no web UI, workers on this very interpreter.
+        os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+        os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+        builder = (
+            builder.config("spark.driver.host", "127.0.0.1")
+            .config("spark.driver.bindAddress", "127.0.0.1")
+            .config("spark.ui.enabled", "false")
+        )
+    builder = builder.config("spark.ui.showConsoleProgress", "false").config(
+        "spark.sql.shuffle.partitions", "8"
+    )
+    for key, value in o["spark_conf"]:
+        builder = builder.config(key, value)
+    spark = builder.getOrCreate()
+    spark.sparkContext.setLogLevel("ERROR")
+    if master is not None and not master.startswith("local"):
+        _ship_package(spark)
+    return spark
+
+
+def _ship_package(spark: Any) -> None:
+    """Send minicoord's own code to the executors (kafka-python and uvloop must be there)."""
+    import tempfile
+    import zipfile
+
+    import minicoord.bench
+    import minicoord.clients
+    import minicoord.protocol
+    import minicoord.server
+
+    tmp = Path(tempfile.mkdtemp(prefix="minicoord-bench-")) / "minicoord.zip"
+    with zipfile.ZipFile(tmp, "w") as zf:
+        zf.writestr("minicoord/__init__.py", "")
+        for pkg in (minicoord.bench, minicoord.clients, minicoord.protocol, minicoord.server):
+            root = Path(pkg.__path__[0])
+            name = pkg.__name__.split(".", 1)[1]
+            for path in root.rglob("*"):
+                if path.suffix in (".py", ".json") and "__pycache__" not in path.parts:
+                    zf.write(path, f"minicoord/{name}/{path.relative_to(root)}")
+    spark.sparkContext.addPyFile(str(tmp))
+
+
+def schema() -> Any:
+    from pyspark.sql.types import (
+        DoubleType,
+        IntegerType,
+        StringType,
+        StructField,
+        StructType,
+    )
+
+    types = {
+        "task": IntegerType(),
+        "member": IntegerType(),
+        "group_size": IntegerType(),
+        "generation": IntegerType(),
+        "error": IntegerType(),
+        "start": DoubleType(),
+        "end": DoubleType(),
+        "latency_ms": DoubleType(),
+        "value": DoubleType(),
+    }
+    return StructType([StructField(n, types.get(n, StringType()), False) for n in ROW_FIELDS])
+
+
+def run_job(spark: Any, plans: list[TaskPlan], raw: str, progress: Any, label: str) -> None:
+    """Run one barrier stage; append its rows to the raw Parquet. Blocks; shows progress."""
+    sc = spark.sparkContext
+    sc.setJobDescription(label)
+    rdd = sc.parallelize(plans, len(plans)).barrier().mapPartitions(run_task)
+    frame = spark.createDataFrame(rdd, schema(), verifySchema=False)
+    failure: list[BaseException] = []
+
+    def write() -> None:
+        try:
+            frame.write.mode("append").parquet(raw)
+        except BaseException as exc:
+            failure.append(exc)
+
+    worker = threading.Thread(target=write, name=f"bench-{label}", daemon=True)
+    started = time.monotonic()
+    worker.start()
+    tracker = sc.statusTracker()
+    while worker.is_alive():
+        worker.join(0.5)
+        done = 0
+        for stage_id in tracker.getActiveStageIds():
+            info = tracker.getStageInfo(stage_id)
+            if info is not None:
+                done = max(done, info.numCompletedTasks)
+        progress.set_postfix_str(
+            f"{label}: {done}/{len(plans)} tasks, {time.monotonic() - started:.0f}s"
+        )
+    progress.update(1)
+    if failure:
+        raise failure[0]
+
+
+# -- the whole run ------------------------------------------------------------------------
+
+
+def run(o: dict[str, Any]) -> dict[str, Any]:
+    from minicoord.bench import report
+    from tqdm import tqdm
+
+    out = Path(o["out"])
+    out.mkdir(parents=True, exist_ok=True)
+    raw = str((out / "raw.parquet").resolve())
+    raise_nofile_limit()
+
+    def log(message: str) -> None:
+        tqdm.write(f"minicoord bench: {message}", file=sys.stderr)
+
+    from pyspark.sql import SparkSession
+
+    # A session that already exists (a notebook, a test) is the caller's: used, not stopped.
+    owns_session = SparkSession.getActiveSession() is None
+    targets = start_targets(o, log)
+    spark = None
+    try:
+        spark = spark_session(o)
+        tasks = o["tasks"] or spark.sparkContext.defaultParallelism
+        run_id = uuid.uuid4().hex[:6]
+        all_jobs = {
+            t.label: plan_jobs(o, tasks, f"{o['scenario']}-{run_id}-{t.label}") for t in targets
+        }
+        total = sum(len(j) for j in all_jobs.values())
+        with tqdm(
+            total=total, desc=o["scenario"], unit="job", file=sys.stderr, disable=o["no_progress"]
+        ) as progress:
+            for target in targets:
+                for job in all_jobs[target.label]:
+                    prepare_topic(target, *job.topic)
+                    params = {**o, **job.params}
+                    plans = [
+                        TaskPlan(
+                            o["scenario"],
+                            target.label,
+                            target.bootstrap,
+                            i,
+                            len(job.waves),
+                            waves,
+                            params,
+                            target.echo,
+                            target.pid,
+                        )
+                        for i, waves in enumerate(job.waves)
+                    ]
+                    run_job(spark, plans, raw, progress, f"{target.label} {job.label}")
+        meta = {
+            "scenario": o["scenario"],
+            # What a group's assignment must cover, per step (verification in the report).
+            "partitions_by_step": {
+                job.label: job.topic[1] for job in next(iter(all_jobs.values()), [])
+            },
+            "targets": {t.label: t.bootstrap for t in targets},
+            "tasks": tasks,
+            "master": spark.sparkContext.master,
+            "parameters": {k: v for k, v in o.items() if k not in ("out",)},
+            "started_server_pids": {t.label: t.pid for t in targets if t.pid},
+        }
+        return report.build(spark, raw, out, meta)
+    finally:
+        if spark is not None and owns_session:
+            spark.stop()
+        for t in targets:
+            if t.process is not None:
+                t.process.stop()

@@ -1,0 +1,124 @@
+"""`minicoord bench` end to end through Spark local mode, at toy sizes.
+
+One Spark session (local[2]) serves the module: the bench uses it and leaves it running, so
+the test can read the raw Parquet back as a DataFrame. Each run starts its own minicoord
+server (no --bootstrap), as a user's run would.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from minicoord.bench.cli import main
+
+PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
+
+
+@pytest.fixture(scope="module")
+def spark() -> Iterator[Any]:
+    from pyspark.sql import SparkSession
+
+    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    session = (
+        SparkSession.builder.master("local[2]")
+        .appName("minicoord-bench-tests")
+        .config("spark.driver.host", "127.0.0.1")
+        .config("spark.driver.bindAddress", "127.0.0.1")
+        .config("spark.ui.enabled", "false")
+        .config("spark.ui.showConsoleProgress", "false")
+        .config("spark.sql.shuffle.partitions", "4")
+        .getOrCreate()
+    )
+    yield session
+    session.stop()
+
+
+def op(summary: dict[str, Any], name: str, target: str = "minicoord", step: str | None = None):
+    (found,) = [
+        o
+        for o in summary["operations"]
+        if o["op"] == name and o["target"] == target and (step is None or o["step"] == step)
+    ]
+    return found
+
+
+def sane_latency(o: dict[str, Any]) -> None:
+    assert 0 < o["p50_ms"] <= o["p95_ms"] <= o["p99_ms"] <= o["max_ms"] < 60_000, o
+    assert o["rate_per_s"] and o["rate_per_s"] > 0, o
+
+
+def assert_plots(out: Path) -> None:
+    for name in ("latency_cdf.png", "join_vs_group_size.png", "throughput.png"):
+        data = (out / name).read_bytes()
+        assert data.startswith(PNG_MAGIC) and len(data) > 5_000, name
+
+
+def test_cold_join_through_spark(spark: Any, tmp_path: Path) -> None:
+    out = tmp_path / "cold"
+    argv = ["cold-join", "--groups", "3", "--members", "2", "--tasks", "2", "--out", str(out)]
+    assert main([*argv, "--no-progress"]) == 0
+
+    df = spark.read.parquet(str(out / "raw.parquet"))
+    counts = {(r["kind"], r["op"]): r["count"] for r in df.groupBy("kind", "op").count().collect()}
+    # 6 members: each two JoinGroups (MEMBER_ID_REQUIRED, then the rejoin), one SyncGroup
+    # (a group in one round), one FindCoordinator, one LeaveGroup; one leader per group
+    # fetches Metadata.
+    assert counts[("request", "FindCoordinator")] == 6
+    assert counts[("request", "JoinGroup")] >= 12
+    assert counts[("request", "SyncGroup")] >= 6
+    assert counts[("request", "LeaveGroup")] == 6
+    assert counts[("request", "Metadata")] >= 3
+    assert counts[("phase", "join")] == counts[("phase", "cold_join")] == 6
+    # Partitions default to the group size: 2 per group, each held by exactly one member.
+    assert counts[("assignment", "bench:0")] == counts[("assignment", "bench:1")] == 3
+    assert {r["task"] for r in df.select("task").distinct().collect()} == {0, 1}
+    assert df.filter("kind = 'phase' and error != 0").count() == 0
+
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["scenario"] == "cold-join"
+    assert summary["target"].startswith("127.0.0.1:")
+    assert summary["parameters"]["groups"] == 3 and summary["parameters"]["members"] == 2
+    for name in ("cold_join", "join", "JoinGroup", "SyncGroup"):
+        sane_latency(op(summary, name))
+    assert op(summary, "cold_join")["count"] == 6
+    (groups,) = summary["results"]["groups"]
+    assert groups["groups"] == 3 and groups["assignment_disjoint_and_complete"] == 3
+    assert groups["assignment_violations"] == 0 and groups["join_rounds_max"] >= 1
+    assert 0 < groups["time_to_stable_p50_ms"] <= groups["time_to_stable_max_ms"]
+    assert "| minicoord | cold-join | cold_join | 6 |" in (out / "results.md").read_text()
+    assert_plots(out)
+
+
+def test_heartbeat_against_minicoord_and_the_echo_ceiling(spark: Any, tmp_path: Path) -> None:
+    out = tmp_path / "hb"
+    argv = ["heartbeat", "--members", "20", "--group-size", "10", "--duration-s", "1"]
+    argv += ["--rates", "200", "--compare", "--tasks", "2", "--out", str(out), "--no-progress"]
+    assert main(argv) == 0
+
+    df = spark.read.parquet(str(out / "raw.parquet"))
+    beats = df.filter("kind = 'request' and op = 'Heartbeat' and step != 'setup'")
+    by_target = {r["target"]: r["count"] for r in beats.groupBy("target").count().collect()}
+    assert set(by_target) == {"minicoord", "echo"} and min(by_target.values()) > 100
+    assert beats.filter("error != 0").count() == 0
+
+    summary = json.loads((out / "summary.json").read_text())
+    for target in ("minicoord", "echo"):
+        sane_latency(op(summary, "Heartbeat", target, "back-to-back"))
+        fixed = op(summary, "Heartbeat", target, "rate=200")
+        assert 100 < fixed["rate_per_s"] < 300, fixed
+    steps = summary["results"]["steps"]
+    assert {(s["target"], s["step"]) for s in steps} == {
+        (t, s) for t in ("minicoord", "echo") for s in ("back-to-back", "rate=200")
+    }
+    # The bench started both servers, so it read their CPU time.
+    assert all(s["per_server_cpu_second"] for s in steps if s["step"] == "back-to-back")
+    ratios = {(r["versus"], r["step"]): r for r in summary["ratios"] if r["op"] == "Heartbeat"}
+    assert ratios[("echo", "back-to-back")]["rate_ratio"] > 0
+    assert_plots(out)
