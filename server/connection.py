@@ -40,6 +40,8 @@ log = logging.getLogger("minicoord.connection")
 
 _SIZE = struct.Struct(">i")
 API_VERSIONS_KEY = 18
+# Answers to one read are written together up to this size.
+CORK_LIMIT = 64 * 1024
 
 
 def encode_response(header: RequestHeader, spec: ApiSpec, response: Any) -> bytes:
@@ -91,7 +93,12 @@ class KafkaConnection(asyncio.Protocol):
         self.broker = broker
         self.transport: asyncio.Transport | None = None
         self._reader = FrameReader(broker.config.socket_request_max_bytes)
-        self._queue: deque[bytes | ParkedReply] = deque()
+        # Answers held back behind an unresolved parked reply, in request order. None while
+        # nothing is held (the usual case), so an answer ready at once skips it entirely.
+        self._queue: deque[bytes | ParkedReply] | None = None
+        # While a read is being handled, its answers collect here and go out in one write.
+        self._corked: list[bytes] | None = None
+        self._corked_bytes = 0
         self.closed = False
         self.peer = "unknown"
         self.client_host = ""
@@ -132,13 +139,22 @@ class KafkaConnection(asyncio.Protocol):
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.closed = True
-        self._queue.clear()
+        self._queue = None
         self.broker.connections.discard(self)
 
     def data_received(self, data: bytes) -> None:
         self.last_activity = time.monotonic()
         self._reader.append(data)
-        self._drain_frames()
+        # One write for everything this read is answered with at once: a client that
+        # pipelines (or many members sharing a connection) costs one send, not one per answer.
+        self._corked = corked = []
+        self._corked_bytes = 0
+        try:
+            self._drain_frames()
+        finally:
+            self._corked = None
+            if corked and not self.closed and self.transport is not None:
+                self.transport.write(corked[0] if len(corked) == 1 else b"".join(corked))
 
     def pause_writing(self) -> None:
         self._write_paused = True
@@ -149,7 +165,8 @@ class KafkaConnection(asyncio.Protocol):
         self._maybe_resume()
 
     def _blocked(self) -> bool:
-        return self._write_paused or len(self._queue) >= self._max_queued
+        queue = self._queue
+        return self._write_paused or (queue is not None and len(queue) >= self._max_queued)
 
     def _drain_frames(self) -> None:
         """Dispatch buffered frames until none is whole or back-pressure says stop."""
@@ -254,11 +271,7 @@ class KafkaConnection(asyncio.Protocol):
             )
             self.abort(f"internal error handling {spec.name} v{version}")
             return
-        queue = self._queue
-        queue.append(slot)
-        if len(queue) > self.peak_pending:
-            self.peak_pending = len(queue)
-        self.flush()
+        self._enqueue(slot)
 
     def _observer(self, api_key: int, version: int) -> Callable[[Any], None]:
         metrics = self.broker.metrics
@@ -320,8 +333,7 @@ class KafkaConnection(asyncio.Protocol):
                 fields = {}
             response = spec.response(version=version, **fields)
             header = RequestHeader(header.api_key, version, header.correlation_id, header.client_id)
-        self._queue.append(encode_response(header, spec, response))
-        self.flush()
+        self._enqueue(encode_response(header, spec, response))
 
     # -- responses ------------------------------------------------------------------------
 
@@ -330,12 +342,45 @@ class KafkaConnection(asyncio.Protocol):
         parked.observe = self._observe
         return parked
 
-    def flush(self) -> None:
-        """Write every finished response at the head of the queue, in order."""
-        if self.closed or self.transport is None:
-            self._queue.clear()
-            return
+    def _enqueue(self, slot: bytes | ParkedReply) -> None:
+        """Answer now if nothing is held back and the answer is ready; else hold it in order."""
         queue = self._queue
+        if queue is None:
+            data = slot.data if isinstance(slot, ParkedReply) else slot
+            if data is not None:
+                self._emit(data)
+                return
+            self._queue = queue = deque()
+        queue.append(slot)
+        if len(queue) > self.peak_pending:
+            self.peak_pending = len(queue)
+        self.flush()
+
+    def _emit(self, data: bytes) -> None:
+        if self.closed or self.transport is None:
+            return
+        self.last_activity = time.monotonic()
+        corked = self._corked
+        if corked is not None:
+            corked.append(data)
+            self._corked_bytes += len(data)
+            if self._corked_bytes < CORK_LIMIT:
+                return
+            # A big burst: write what we have, so the transport's flow control (pause_writing)
+            # can stop us reading before answers pile up in memory.
+            data = b"".join(corked)
+            corked.clear()
+            self._corked_bytes = 0
+        self.transport.write(data)
+
+    def flush(self) -> None:
+        """Send every finished answer at the head of the held-back queue, in order."""
+        queue = self._queue
+        if queue is None:
+            return
+        if self.closed or self.transport is None:
+            self._queue = None
+            return
         out = []
         while queue:
             head = queue[0]
@@ -344,9 +389,10 @@ class KafkaConnection(asyncio.Protocol):
                 break
             queue.popleft()
             out.append(data)
+        if not queue:
+            self._queue = None
         if out:
-            self.last_activity = time.monotonic()
-            self.transport.write(out[0] if len(out) == 1 else b"".join(out))
+            self._emit(out[0] if len(out) == 1 else b"".join(out))
             if self._read_paused:
                 self._maybe_resume()
 
@@ -357,6 +403,11 @@ class KafkaConnection(asyncio.Protocol):
             "closing connection from %s (client id %r): %s", self.peer, self._client_id, reason
         )
         self.closed = True
-        self._queue.clear()
+        self._queue = None
         if self.transport is not None:
+            corked = self._corked
+            if corked:
+                # Answers already given in this read still go out before the close.
+                self.transport.write(b"".join(corked))
+                corked.clear()
             self.transport.close()

@@ -309,7 +309,7 @@ class GroupManager:
         current_leader = group.leader_id or ""
         member.is_new = False
         group.replace_static_member(old_id, member)
-        self.timers.cancel(("heartbeat", group.group_id, old_id))
+        self.timers.cancel(old)
         self._schedule_session_check(group, member, now + member.session_timeout_ms)
         log.info(
             "group %s: static member %s replaced %s as %s",
@@ -647,18 +647,14 @@ class GroupManager:
         return ErrorCode.NONE
 
     def _schedule_session_check(self, group: Group, member: Member, deadline: int) -> None:
-        gid, mid = group.group_id, member.member_id
-        self.timers.schedule(
-            ("heartbeat", gid, mid),
-            deadline,
-            lambda t: self._on_session_check(t, gid, mid),
-        )
+        # Keyed by the member object itself (the timer "heartbeat:<group>:<member>"): with
+        # thousands of members, no key tuple and no closure per member.
+        self.timers.schedule(member, deadline, self._on_session_check, (group, member))
 
-    def _on_session_check(self, now: int, group_id: str, member_id: str) -> Effects:
+    def _on_session_check(self, now: int, group: Group, member: Member) -> Effects:
         fx = Effects()
-        group = self.groups.get(group_id)
-        member = group.members.get(member_id) if group else None
-        if group is None or member is None:
+        group_id, member_id = group.group_id, member.member_id
+        if self.groups.get(group_id) is not group or group.members.get(member_id) is not member:
             return fx
         if member.should_keep_alive(now):
             self._schedule_session_check(group, member, member.next_session_check(now))
@@ -741,7 +737,7 @@ class GroupManager:
             fx.reply(member.sync_ticket, SyncOutcome(ErrorCode.UNKNOWN_MEMBER_ID))
             member.sync_ticket = None
         group.remove(member.member_id)
-        self.timers.cancel(("heartbeat", group.group_id, member.member_id))
+        self.timers.cancel(member)
 
     def _after_removal(self, fx: Effects, now: int, group: Group, reason: str) -> None:
         if group.state in (GroupState.STABLE, GroupState.COMPLETING_REBALANCE):
@@ -824,8 +820,8 @@ class GroupManager:
         gid = group.group_id
         self.timers.cancel(("join", gid))
         self.timers.cancel(("sync", gid))
-        for mid in group.members:
-            self.timers.cancel(("heartbeat", gid, mid))
+        for member in group.members.values():
+            self.timers.cancel(member)
         for mid in group.pending_members:
             self.timers.cancel(("pending", gid, mid))
 

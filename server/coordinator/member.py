@@ -10,6 +10,25 @@ from minicoord.server.coordinator.results import Ticket
 # (Kafka's NewMemberJoinTimeoutMs): a member that never heard back cannot heartbeat.
 NEW_MEMBER_JOIN_TIMEOUT_MS = 5 * 60 * 1000
 
+Protocols = tuple[tuple[str, bytes], ...]
+
+# Members of a group nearly always send the same protocols with the same metadata (a
+# consumer's subscription): share one copy instead of keeping thousands. Bounded by clearing.
+_INTERNED: dict[Protocols, tuple[Protocols, frozenset[str]]] = {}
+_INTERN_LIMIT = 50_000
+
+
+def intern_protocols(
+    protocols: list[tuple[str, bytes]] | Protocols,
+) -> tuple[Protocols, frozenset[str]]:
+    key = tuple(protocols)
+    found = _INTERNED.get(key)
+    if found is None:
+        if len(_INTERNED) >= _INTERN_LIMIT:
+            _INTERNED.clear()
+        found = _INTERNED[key] = (key, frozenset(name for name, _ in key))
+    return found
+
 
 @dataclass(slots=True, eq=False)
 class Member:
@@ -21,7 +40,7 @@ class Member:
     session_timeout_ms: int
     protocol_type: str
     # (name, metadata) in the member's order of preference.
-    protocols: list[tuple[str, bytes]]
+    protocols: Protocols
     last_heartbeat: int = 0
     assignment: bytes = b""
     join_ticket: Ticket = None
@@ -33,7 +52,7 @@ class Member:
     protocol_names: frozenset[str] = field(default=frozenset())
 
     def __post_init__(self) -> None:
-        self.protocol_names = frozenset(name for name, _ in self.protocols)
+        self.protocols, self.protocol_names = intern_protocols(self.protocols)
 
     @property
     def awaiting_join(self) -> bool:
@@ -49,13 +68,12 @@ class Member:
                 return metadata
         raise KeyError(protocol)
 
-    def matches(self, protocols: list[tuple[str, bytes]]) -> bool:
+    def matches(self, protocols: list[tuple[str, bytes]] | Protocols) -> bool:
         """Same protocols, metadata and order: a rejoin that changes nothing."""
-        return self.protocols == protocols
+        return self.protocols == tuple(protocols)
 
-    def update_protocols(self, protocols: list[tuple[str, bytes]]) -> None:
-        self.protocols = protocols
-        self.protocol_names = frozenset(name for name, _ in protocols)
+    def update_protocols(self, protocols: list[tuple[str, bytes]] | Protocols) -> None:
+        self.protocols, self.protocol_names = intern_protocols(protocols)
 
     def vote(self, candidates: set[str]) -> str:
         """The member's most preferred protocol among those every member supports."""

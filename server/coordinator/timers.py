@@ -20,17 +20,27 @@ class TimerQueue:
 
     def __init__(self) -> None:
         self._heap: list[tuple[int, int, Hashable]] = []
-        self._live: dict[Hashable, tuple[int, int, TimerCallback]] = {}
+        self._live: dict[Hashable, tuple[int, int, TimerCallback, tuple[Any, ...] | None]] = {}
         self._seq = itertools.count()
 
-    def schedule(self, key: Hashable, deadline: int, callback: TimerCallback) -> None:
+    def schedule(
+        self,
+        key: Hashable,
+        deadline: int,
+        callback: TimerCallback,
+        args: tuple[Any, ...] | None = None,
+    ) -> None:
+        """Call `callback(now)` (or `callback(now, *args)`) once `deadline` has passed.
+
+        `args` lets one shared callback serve thousands of keys without a closure each.
+        """
         seq = next(self._seq)
-        self._live[key] = (seq, deadline, callback)
+        self._live[key] = (seq, deadline, callback, args)
         heapq.heappush(self._heap, (deadline, seq, key))
         # Superseded entries pile up when one key is rescheduled often; rebuild before they
         # dominate the heap.
         if len(self._heap) > 64 and len(self._heap) > 4 * len(self._live):
-            self._heap = [(d, s, k) for k, (s, d, _) in self._live.items()]
+            self._heap = [(d, s, k) for k, (s, d, _, _) in self._live.items()]
             heapq.heapify(self._heap)
 
     def cancel(self, key: Hashable) -> None:
@@ -65,5 +75,9 @@ class TimerQueue:
             entry = self._live.get(key)
             if entry is not None and entry[0] == seq:
                 del self._live[key]
-                due.append(entry[2])
+                callback, args = entry[2], entry[3]
+                if args is None:
+                    due.append(callback)
+                else:
+                    due.append(lambda now, cb=callback, a=args: cb(now, *a))
         return due
