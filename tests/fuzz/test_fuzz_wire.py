@@ -21,8 +21,8 @@ import tracemalloc
 from typing import Any
 
 import pytest
-from capture import capture_client_frames
-from conftest import connect, settle
+from fuzz_capture import capture_client_frames
+from fuzzkit import connect, settle
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from kafka.protocol.consumer import OffsetCommitRequest, OffsetFetchRequest
