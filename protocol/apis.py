@@ -43,6 +43,7 @@ from kafka.protocol.metadata import (
     MetadataRequest,
     MetadataResponse,
 )
+from kafka.protocol.producer import ProduceRequest, ProduceResponse
 
 
 @dataclass(frozen=True, slots=True)
@@ -79,6 +80,7 @@ SPECS: dict[int, ApiSpec] = {
         _spec(CreateTopicsRequest, CreateTopicsResponse),
         _spec(ListOffsetsRequest, ListOffsetsResponse),
         _spec(FetchRequest, FetchResponse),
+        _spec(ProduceRequest, ProduceResponse),
         _spec(JoinGroupRequest, JoinGroupResponse),
         _spec(SyncGroupRequest, SyncGroupResponse),
         _spec(HeartbeatRequest, HeartbeatResponse),

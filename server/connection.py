@@ -34,7 +34,12 @@ from minicoord.protocol.validate import null_violation
 from minicoord.server.broker import Broker
 from minicoord.server.faults import error_response
 from minicoord.server.handlers import api_versions
-from minicoord.server.handlers.base import EncodedResponse, Handler, RequestContext
+from minicoord.server.handlers.base import (
+    NO_RESPONSE,
+    EncodedResponse,
+    Handler,
+    RequestContext,
+)
 
 log = logging.getLogger("minicoord.connection")
 
@@ -253,6 +258,8 @@ class KafkaConnection(asyncio.Protocol):
                 out, delay = self._injected(spec, header, request)
             if out is None:
                 out = handler.handle(RequestContext(broker, self, header, spec), request)
+            if out is NO_RESPONSE:
+                return
             if delay:
                 out = self._delayed(header, spec, out, delay)
             if isinstance(out, ParkedReply):

@@ -25,6 +25,7 @@ from minicoord.server.handlers import (
     offset_commit,
     offset_delete,
     offset_fetch,
+    produce,
     sync_group,
 )
 from minicoord.server.handlers.base import Handler
@@ -36,6 +37,7 @@ MODULES = (
     create_topics,
     list_offsets,
     fetch,
+    produce,
     join_group,
     sync_group,
     heartbeat,

@@ -59,6 +59,9 @@ class RequestContext:
 
 
 HandleFn = Callable[[RequestContext, Any], Any]
+
+# Returned by a handler for a request that gets no answer at all (Produce with acks=0).
+NO_RESPONSE = object()
 DecodeFn = Callable[[bytes, int], Any]
 
 

@@ -32,6 +32,7 @@ from kafka.protocol.consumer import (
     SyncGroupRequest,
 )
 from kafka.protocol.metadata import ApiVersionsRequest, FindCoordinatorRequest, MetadataRequest
+from kafka.protocol.producer import ProduceRequest
 from minicoord.clients.connection import ConnectionClosed, ProtocolClient
 from minicoord.protocol.apis import SPECS
 from minicoord.protocol.errors import ErrorCode
@@ -207,6 +208,16 @@ def _sample(key: int, version: int, topic_id: uuid.UUID) -> tuple[Any, Any]:
         topic = OffsetDeleteRequest.OffsetDeleteRequestTopic(name=TOPIC, partitions=[part])
         req = OffsetDeleteRequest(version=version, group_id=group, topics=[topic])
         return req, lambda r: r.error_code == ErrorCode.GROUP_ID_NOT_FOUND
+    if key == 0:
+        part = ProduceRequest.TopicProduceData.PartitionProduceData(index=0, records=None)
+        topic = ProduceRequest.TopicProduceData(
+            name=TOPIC, topic_id=topic_id, partition_data=[part]
+        )
+        req = ProduceRequest(
+            version=version, transactional_id=None, acks=1, timeout_ms=1000, topic_data=[topic]
+        )
+        expected = ErrorCode.INVALID_REQUEST
+        return req, lambda r: r.responses[0].partition_responses[0].error_code == expected
     raise AssertionError(f"no sample for API {key}")
 
 
@@ -266,9 +277,9 @@ async def test_unknown_api_key_closes_with_a_log_line(
 ) -> None:
     with caplog.at_level(logging.WARNING, "minicoord.connection"), pytest.raises(ConnectionClosed):
         await asyncio.wait_for(
-            raw_client.request_raw(struct.pack(">hhih", 0, 9, 1, 3) + b"raw", 1), 5
+            raw_client.request_raw(struct.pack(">hhih", 57, 0, 1, 3) + b"raw", 1), 5
         )
-    assert "unknown API key 0" in caplog.text and "'raw'" in caplog.text
+    assert "unknown API key 57" in caplog.text and "'raw'" in caplog.text
 
 
 async def test_oversized_frame_closes_before_its_body(inproc_server: Server) -> None:
@@ -327,3 +338,19 @@ async def test_responses_keep_request_order_behind_a_parked_reply(
     )
     # The fetch long-polls for 300 ms; the ApiVersions behind it must wait its turn.
     assert order == ["fetch", "api_versions"]
+
+
+async def test_produce_with_acks_0_gets_no_answer(raw_client: ProtocolClient) -> None:
+    part = ProduceRequest.TopicProduceData.PartitionProduceData(index=0, records=None)
+    request = ProduceRequest(
+        version=9,
+        transactional_id=None,
+        acks=0,
+        timeout_ms=1000,
+        topic_data=[ProduceRequest.TopicProduceData(name=TOPIC, partition_data=[part])],
+    )
+    request.with_header(correlation_id=41, client_id="raw")
+    raw_client.send_bytes(bytes(request.encode(header=True, framed=True)))
+    # The next request's answer is the first to arrive: nothing was sent for acks=0.
+    response = await asyncio.wait_for(raw_client.request(ApiVersionsRequest(version=0)), 5)
+    assert response.error_code == 0
