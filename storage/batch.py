@@ -33,8 +33,9 @@ class CorruptBatch(Exception):
     pass
 
 
-def encode_batch(base_offset: int, records: Sequence[Record], timestamp: int) -> bytes:
-    builder = DefaultRecordBatchBuilder(
+def _builder() -> DefaultRecordBatchBuilder:
+    """An uncompressed, non-transactional batch, as the coordinator writes them."""
+    return DefaultRecordBatchBuilder(
         magic=MAGIC,
         compression_type=0,
         is_transactional=False,
@@ -43,6 +44,10 @@ def encode_batch(base_offset: int, records: Sequence[Record], timestamp: int) ->
         base_sequence=-1,
         batch_size=1 << 31,
     )
+
+
+def encode_batch(base_offset: int, records: Sequence[Record], timestamp: int) -> bytes:
+    builder = _builder()
     for delta, record in enumerate(records):
         builder.append(delta, timestamp=timestamp, key=record.key, value=record.value, headers=[])
     buf = builder.build()
@@ -56,15 +61,7 @@ def encode_stored(records: Sequence[StoredRecord]) -> bytes:
     Offsets may have gaps, as in a compacted Kafka log; each record's offset is stored as its
     delta from the batch's base offset.
     """
-    builder = DefaultRecordBatchBuilder(
-        magic=MAGIC,
-        compression_type=0,
-        is_transactional=False,
-        producer_id=-1,
-        producer_epoch=-1,
-        base_sequence=-1,
-        batch_size=1 << 31,
-    )
+    builder = _builder()
     base = records[0].offset
     for r in records:
         builder.append(r.offset - base, timestamp=r.timestamp, key=r.key, value=r.value, headers=[])

@@ -357,7 +357,7 @@ class GroupCoordinator:
             # whatever member id the request names.
             return None
         if generation_id >= 0 or member_id or group_instance_id is not None:
-            error = groups._validate_member(group, member_id, group_instance_id)
+            error = groups.validate_member(group, member_id, group_instance_id)
             if error is not None:
                 return error
             if generation_id != group.generation_id:

@@ -191,7 +191,7 @@ class GroupManager:
                 fx, now, group, new_member(member_id), ticket, f"{why}member {member_id} joined"
             )
 
-        error = self._validate_member(group, member_id, group_instance_id)
+        error = self.validate_member(group, member_id, group_instance_id)
         if error is not None:
             return fail(error)
         member = group.members[member_id]
@@ -222,7 +222,7 @@ class GroupManager:
             fail(ErrorCode.UNKNOWN_MEMBER_ID)
         return None
 
-    def _validate_member(
+    def validate_member(
         self, group: Group, member_id: str, group_instance_id: str | None
     ) -> ErrorCode | None:
         if group_instance_id is not None:
@@ -541,7 +541,7 @@ class GroupManager:
             return fail(ErrorCode.UNKNOWN_MEMBER_ID)
         if group.state is GroupState.DEAD:
             return fail(ErrorCode.COORDINATOR_NOT_AVAILABLE)
-        error = self._validate_member(group, member_id, group_instance_id)
+        error = self.validate_member(group, member_id, group_instance_id)
         if error is not None:
             return fail(error)
         if generation_id != group.generation_id:
@@ -633,7 +633,7 @@ class GroupManager:
             return ErrorCode.COORDINATOR_NOT_AVAILABLE
         member = group.members.get(member_id)
         if group_instance_id is not None or member is None:
-            error = self._validate_member(group, member_id, group_instance_id)
+            error = self.validate_member(group, member_id, group_instance_id)
             if error is not None:
                 return error
             member = group.members[member_id]
