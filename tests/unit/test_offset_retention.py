@@ -1,0 +1,107 @@
+"""offsets.retention.minutes, by Kafka's rules, driven by the retention timer on a manual clock."""
+
+from __future__ import annotations
+
+from kafka.protocol.consumer.metadata import ConsumerProtocolSubscription
+from minicoord.protocol.errors import ErrorCode
+from minicoord.protocol.records import decode_key
+from minicoord.server.config import Config
+from minicoord.server.coordinator.coordinator import GroupCoordinator, OffsetCommitEntry
+from minicoord.server.coordinator.state import GroupState
+
+MINUTE = 60_000
+CHECK = 5_000
+
+
+def coordinator() -> GroupCoordinator:
+    ids = iter(f"m{i}" for i in range(100))
+    c = GroupCoordinator(
+        Config(offsets_retention_minutes=1, offsets_retention_check_interval_ms=CHECK),
+        new_member_id=lambda _: next(ids),
+    )
+    c.start(0)
+    return c
+
+
+def stable_member(c: GroupCoordinator, now: int, topics: list[str]) -> tuple[str, int]:
+    metadata = bytes(ConsumerProtocolSubscription(topics=topics, user_data=None).encode(version=0))
+    c.join_group(
+        now,
+        "j",
+        group_id="g",
+        member_id="",
+        group_instance_id=None,
+        client_id="c",
+        client_host="/h",
+        session_timeout_ms=10 * MINUTE,
+        rebalance_timeout_ms=MINUTE,
+        protocol_type="consumer",
+        protocols=[("range", metadata)],
+        require_known_member_id=False,
+    )
+    sync = c.sync_group(
+        now,
+        "s",
+        group_id="g",
+        generation_id=1,
+        member_id="m0",
+        group_instance_id=None,
+        protocol_type=None,
+        protocol_name=None,
+        assignments={},
+    )
+    assert sync.reply_for("s").error is ErrorCode.NONE
+    return "m0", 1
+
+
+def commit(c: GroupCoordinator, now: int, topic: str, generation: int, member: str) -> None:
+    result = c.commit_offsets(now, "g", generation, member, None, [OffsetCommitEntry(topic, 0, 7)])
+    assert result.value == [ErrorCode.NONE]
+
+
+def tombstoned(records: list) -> list[object]:
+    return [decode_key(r.key) for _, r in records if r.value is None]
+
+
+def test_a_stable_consumer_group_loses_only_offsets_of_topics_it_left() -> None:
+    c = coordinator()
+    member, generation = stable_member(c, 0, ["kept"])
+    commit(c, 1_000, "kept", generation, member)
+    commit(c, 1_000, "dropped", generation, member)
+    c.heartbeat(MINUTE, "g", member, generation)
+    assert c.advance(MINUTE).records == []  # not yet: committed at 1 s, retention 60 s
+    c.heartbeat(MINUTE + CHECK, "g", member, generation)
+    result = c.advance(MINUTE + 2 * CHECK)
+    gone = tombstoned(result.records)
+    assert [(k.topic, k.partition) for k in gone] == [("dropped", 0)]
+    assert set(c.offsets.all_for("g")) == {("kept", 0)}
+    assert c.groups.groups["g"].state is GroupState.STABLE
+
+
+def test_an_empty_groups_offsets_expire_from_when_it_became_empty() -> None:
+    c = coordinator()
+    member, generation = stable_member(c, 0, ["t"])
+    commit(c, 0, "t", generation, member)
+    c.leave_group(50_000, "g", [(member, None)])  # Empty from 50 s on
+    assert c.groups.groups["g"].state is GroupState.EMPTY
+    c.advance(105_000)  # 105 s: 55 s after emptying, though 105 s after the commit
+    assert set(c.offsets.all_for("g")) == {("t", 0)}
+    result = c.advance(115_000)
+    assert c.offsets.all_for("g") == {}
+    assert "g" not in c.groups.groups  # nothing left of it: deleted
+    kinds = sorted(type(k).__name__ for k in tombstoned(result.records))
+    assert kinds == ["GroupMetadataKey", "OffsetCommitKey"]
+
+
+def test_offsets_only_groups_expire_by_commit_time() -> None:
+    c = coordinator()
+    assert c.commit_offsets(0, "g", -1, "", None, [OffsetCommitEntry("t", 0, 1)]).value == [
+        ErrorCode.NONE
+    ]
+    assert c.commit_offsets(30_000, "g", -1, "", None, [OffsetCommitEntry("t", 1, 1)]).value == [
+        ErrorCode.NONE
+    ]
+    c.advance(65_000)
+    assert set(c.offsets.all_for("g")) == {("t", 1)}
+    c.advance(95_000)
+    assert c.offsets.all_for("g") == {} and "g" not in c.groups.groups
