@@ -35,8 +35,8 @@ class Metrics:
         )
         self.latency = Histogram(
             "minicoord_request_latency_seconds",
-            "From a request's arrival to its response, parked time included, by API",
-            ["api"],
+            "From a request's arrival to its response, parked time included",
+            ["api", "version"],
             buckets=LATENCY_BUCKETS,
             registry=self.registry,
         )
@@ -84,7 +84,10 @@ class Metrics:
         children = self._request_children.get((api_key, version))
         if children is None:
             name = SPECS[api_key].name
-            children = (self.requests.labels(name, str(version)), self.latency.labels(name))
+            children = (
+                self.requests.labels(name, str(version)),
+                self.latency.labels(name, str(version)),
+            )
             self._request_children[(api_key, version)] = children
         children[0].inc()
         return children[1]

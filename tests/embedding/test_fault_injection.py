@@ -137,7 +137,23 @@ async def test_injected_commit_error_reaches_the_caller_once(
     assert await consumers[0].committed(owned) == 6
 
 
-async def test_latency_is_added_to_an_api(server: EmbeddedServer) -> None:
+async def test_latency_slows_a_clients_calls(
+    server: EmbeddedServer, group: Any, group_id: str
+) -> None:
+    consumers, _ = group
+    owned = next(iter(consumers[0].assignment()))
+    await consumers[0].commit({owned: OffsetAndMetadata(9, "")})
+    server.control.add_latency("OffsetFetch", 400, duration_ms=10_000)
+    started = time.monotonic()
+    assert await asyncio.wait_for(consumers[0].committed(owned), 10) == 9
+    assert time.monotonic() - started >= 0.4
+    server.control.clear()
+    started = time.monotonic()
+    assert await asyncio.wait_for(consumers[0].committed(owned), 10) == 9
+    assert time.monotonic() - started < 0.4
+
+
+async def test_latency_holds_back_the_answer(server: EmbeddedServer) -> None:
     host, port = server.bootstrap.rsplit(":", 1)
     server.control.add_latency("Heartbeat", 300, duration_ms=10_000)
     async with await ProtocolClient.connect(host, int(port)) as client:
