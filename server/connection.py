@@ -94,6 +94,29 @@ class ParkedReply:
 
 
 class KafkaConnection(asyncio.Protocol):
+    # One per client connection, thousands at a time: no per-instance __dict__.
+    __slots__ = (
+        "_client_id",
+        "_corked",
+        "_corked_bytes",
+        "_draining",
+        "_max_queued",
+        "_observe",
+        "_queue",
+        "_read_paused",
+        "_reader",
+        "_write_paused",
+        "broker",
+        "client_host",
+        "closed",
+        "last_activity",
+        "local_host",
+        "local_port",
+        "peak_pending",
+        "peer",
+        "transport",
+    )
+
     def __init__(self, broker: Broker) -> None:
         self.broker = broker
         self.transport: asyncio.Transport | None = None
