@@ -72,7 +72,6 @@ class Server:
         # Loading and cleaning read and write files in this thread, off the event loop.
         self._pool = concurrent.futures.ThreadPoolExecutor(1, "minicoord-storage")
         self.loaded = asyncio.Event()
-        self.clean_results: list[CleanResult] = []
 
     @property
     def bootstrap(self) -> str:
@@ -154,7 +153,6 @@ class Server:
                     result.seconds * 1000,
                 )
                 results.append(result)
-        self.clean_results.extend(results)
         return results
 
     async def _clean_periodically(self) -> None:

@@ -77,7 +77,6 @@ class Broker:
         self._syncing = False
         # fsync runs here, off the event loop; one thread keeps syncs in order.
         self._sync_pool = concurrent.futures.ThreadPoolExecutor(1, "minicoord-fsync")
-        self.appends = 0
 
     def attach(self, loop: asyncio.AbstractEventLoop) -> None:
         self._loop = loop
@@ -123,7 +122,6 @@ class Broker:
                 touched = self.store.append(records, self.now())
             except OSError as exc:
                 _halt(f"cannot write the offsets log: {exc}")
-            self.appends += 1
         if touched and self.store.needs_sync and self._loop is not None:
             self._syncing = True
             future = self._loop.run_in_executor(self._sync_pool, self.store.sync, touched)

@@ -31,12 +31,10 @@ class InMemoryStore:
     def __init__(self) -> None:
         self.log: dict[int, list[Record]] = {}
         self.latest: dict[int, dict[bytes, bytes | None]] = {}
-        self.appends = 0
 
     needs_sync = False
 
     def append(self, records: Iterable[tuple[int, Record]], timestamp: int) -> set[int]:
-        self.appends += 1
         for partition, record in records:
             self.log.setdefault(partition, []).append(record)
             self.latest.setdefault(partition, {})[record.key] = record.value

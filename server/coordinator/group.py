@@ -75,9 +75,6 @@ class Group:
         self.state = target
         self.state_timestamp = now
 
-    def is_in(self, *states: GroupState) -> bool:
-        return self.state in states
-
     @property
     def can_rebalance(self) -> bool:
         return self.state in (GroupState.STABLE, GroupState.COMPLETING_REBALANCE, GroupState.EMPTY)
