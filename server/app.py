@@ -131,13 +131,19 @@ class Server:
         for plog in list(self.durable.logs.values()):
             if dirty_ratio(plog) < self.config.log_cleaner_min_cleanable_ratio:
                 continue
-            result = await loop.run_in_executor(
-                self._pool,
-                clean,
-                plog,
-                self.broker.now(),
-                self.config.log_cleaner_delete_retention_ms,
-            )
+            try:
+                result = await loop.run_in_executor(
+                    self._pool,
+                    clean,
+                    plog,
+                    self.broker.now(),
+                    self.config.log_cleaner_delete_retention_ms,
+                )
+            except Exception:
+                # A failed cleaning leaves the log as it was (the swap is the commit point);
+                # keep serving, and try again at the next round.
+                log.exception("cleaning offsets partition %d failed", plog.partition)
+                continue
             if result is not None:
                 if self.metrics is not None:
                     self.metrics.on_compaction(result.records_before - result.records_after)
