@@ -6,12 +6,22 @@ from dataclasses import dataclass
 from typing import Any
 
 from kafka.protocol.admin import (
+    CreatePartitionsRequest,
+    CreatePartitionsResponse,
     CreateTopicsRequest,
     CreateTopicsResponse,
     DeleteGroupsRequest,
     DeleteGroupsResponse,
+    DeleteRecordsRequest,
+    DeleteRecordsResponse,
+    DeleteTopicsRequest,
+    DeleteTopicsResponse,
+    DescribeConfigsRequest,
+    DescribeConfigsResponse,
     DescribeGroupsRequest,
     DescribeGroupsResponse,
+    IncrementalAlterConfigsRequest,
+    IncrementalAlterConfigsResponse,
     ListGroupsRequest,
     ListGroupsResponse,
 )
@@ -32,6 +42,8 @@ from kafka.protocol.consumer import (
     OffsetDeleteResponse,
     OffsetFetchRequest,
     OffsetFetchResponse,
+    OffsetForLeaderEpochRequest,
+    OffsetForLeaderEpochResponse,
     SyncGroupRequest,
     SyncGroupResponse,
 )
@@ -43,7 +55,12 @@ from kafka.protocol.metadata import (
     MetadataRequest,
     MetadataResponse,
 )
-from kafka.protocol.producer import ProduceRequest, ProduceResponse
+from kafka.protocol.producer import (
+    InitProducerIdRequest,
+    InitProducerIdResponse,
+    ProduceRequest,
+    ProduceResponse,
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -91,5 +108,12 @@ SPECS: dict[int, ApiSpec] = {
         _spec(ListGroupsRequest, ListGroupsResponse),
         _spec(DeleteGroupsRequest, DeleteGroupsResponse),
         _spec(OffsetDeleteRequest, OffsetDeleteResponse),
+        _spec(InitProducerIdRequest, InitProducerIdResponse),
+        _spec(OffsetForLeaderEpochRequest, OffsetForLeaderEpochResponse),
+        _spec(DeleteTopicsRequest, DeleteTopicsResponse),
+        _spec(CreatePartitionsRequest, CreatePartitionsResponse),
+        _spec(DeleteRecordsRequest, DeleteRecordsResponse),
+        _spec(DescribeConfigsRequest, DescribeConfigsResponse),
+        _spec(IncrementalAlterConfigsRequest, IncrementalAlterConfigsResponse),
     )
 }

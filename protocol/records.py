@@ -39,9 +39,10 @@ class GroupMetadataValue(ApiData, load_json=schemas):
 
 @dataclass(frozen=True, slots=True)
 class Record:
-    """One `__consumer_offsets` record: encoded key, and encoded value or None (tombstone)."""
+    """One record to append: encoded key (None for cluster metadata records, which have
+    none), and encoded value or None (a tombstone)."""
 
-    key: bytes
+    key: bytes | None
     value: bytes | None
 
 

@@ -16,11 +16,11 @@ from minicoord.server.broker import Broker
 from minicoord.server.config import Config
 from minicoord.server.connection import KafkaConnection
 from minicoord.server.faults import Controller
-from minicoord.server.loading import load_partitions
+from minicoord.server.loading import load_logs, plan_loading
 from minicoord.server.metrics import Metrics
-from minicoord.storage.cleaner import CleanResult, clean, dirty_ratio
-from minicoord.storage.log import DurableStore, FlushPolicy
-from minicoord.storage.store import InMemoryStore
+from minicoord.server.topics import OFFSETS_TOPIC, Topic
+from minicoord.storage.cleaner import CleanResult, dirty_ratio, prepare
+from minicoord.storage.log import FlushPolicy, LogManager
 
 log = logging.getLogger("minicoord.server")
 
@@ -40,7 +40,7 @@ class Server:
         control_port: int | None = None,
         admin_host: str = "127.0.0.1",
     ) -> None:
-        """A server; `data_dir=None` keeps everything in memory.
+        """A server; `data_dir=None` keeps everything (topics, groups, offsets) in memory.
 
         `metrics_port` serves Prometheus metrics at /metrics, `control_port` the control API
         of `minicoord ctl`; both off unless given (0 picks a free port).
@@ -48,15 +48,11 @@ class Server:
         self.config = config or Config()
         self.host = host
         self.port = port
-        self.durable: DurableStore | None = None
-        if data_dir is not None:
-            self.durable = DurableStore(
-                Path(data_dir),
-                self.config.offsets_topic_num_partitions,
-                FlushPolicy(self.config.log_flush_policy),
-                self.config.offsets_topic_segment_bytes,
-            )
-        self.broker = Broker(self.config, store=self.durable or InMemoryStore())
+        self.logs = LogManager(
+            Path(data_dir) if data_dir is not None else None,
+            FlushPolicy(self.config.log_flush_policy),
+        )
+        self.broker = Broker(self.config, logs=self.logs)
         self.control = Controller(self.broker)
         self.metrics: Metrics | None = None
         if metrics_port is not None:
@@ -65,8 +61,7 @@ class Server:
         self.control_port = control_port
         self.admin_host = admin_host
         self._admin: list[asyncio.base_events.Server] = []
-        for name, partitions in topics:
-            self.broker.topics.create(name, partitions)
+        self._initial_topics = list(topics)
         self._server: asyncio.base_events.Server | None = None
         self._tasks: list[asyncio.Task[None]] = []
         # Loading and cleaning read and write files in this thread, off the event loop.
@@ -80,13 +75,22 @@ class Server:
 
     async def start(self) -> None:
         loop = asyncio.get_running_loop()
-        partitions: list[int] = []
-        if self.durable is not None:
-            self.durable.lock()
-            partitions = self.durable.partitions_on_disk()
-            for partition in partitions:
-                self.broker.coordinator.begin_loading(partition)
-        self.broker.attach(loop)
+        broker = self.broker
+        self.logs.lock()
+        broker.open_metadata()
+        for name, partitions in self._initial_topics:
+            existing = broker.topics.get(name)
+            if existing is None:
+                broker.create_topic(name, partitions)
+            elif existing.partitions != partitions:
+                log.warning(
+                    "--topic %s:%d: the topic already has %d partitions; kept as it is",
+                    name,
+                    partitions,
+                    existing.partitions,
+                )
+        offsets_partitions, topic_partitions = plan_loading(broker)
+        broker.attach(loop)
         self._server = await loop.create_server(
             lambda: KafkaConnection(self.broker),
             self.host,
@@ -109,56 +113,69 @@ class Server:
             self._admin.append(http)
             self.control_port = http.sockets[0].getsockname()[1]
         self._tasks.append(loop.create_task(self._close_idle_periodically()))
-        if self.durable is not None:
-            self._tasks.append(loop.create_task(self._load(partitions)))
-            self._tasks.append(loop.create_task(self._clean_periodically()))
-            if self.durable.policy is FlushPolicy.NONE:
-                self._tasks.append(loop.create_task(self._write_buffered_periodically()))
-        else:
-            self.loaded.set()
+        self._tasks.append(loop.create_task(self._load(offsets_partitions, topic_partitions)))
+        self._tasks.append(loop.create_task(self._clean_periodically()))
+        if self.logs.policy is FlushPolicy.NONE and not self.logs.in_memory:
+            self._tasks.append(loop.create_task(self._write_buffered_periodically()))
 
-    async def _load(self, partitions: list[int]) -> None:
-        assert self.durable is not None
-        await load_partitions(self.broker, self.durable, partitions, self._pool)
+    async def _load(
+        self, offsets_partitions: list[int], topic_partitions: list[tuple[Topic, int]]
+    ) -> None:
+        await load_logs(self.broker, offsets_partitions, topic_partitions, self._pool)
         self.loaded.set()
 
     async def compact(self) -> list[CleanResult]:
-        """Clean every partition whose closed segments are dirty enough (one at a time)."""
-        assert self.durable is not None
+        """Clean every compacted log whose closed segments are dirty enough (one at a time).
+
+        `__consumer_offsets` and topics with cleanup.policy=compact, each with its own
+        min.cleanable.dirty.ratio and delete.retention.ms.
+        """
         await self.loaded.wait()
         loop = asyncio.get_running_loop()
+        broker = self.broker
         results = []
-        for plog in list(self.durable.logs.values()):
-            if dirty_ratio(plog) < self.config.log_cleaner_min_cleanable_ratio:
+        for state in list(broker.data.partitions.values()):
+            topic = state.topic
+            plog = state.log
+            if topic.name == OFFSETS_TOPIC:
+                ratio = self.config.log_cleaner_min_cleanable_ratio
+                retention = self.config.log_cleaner_delete_retention_ms
+            else:
+                cfg = broker.topics.config_of(topic)
+                if not cfg.compact:
+                    continue
+                ratio, retention = cfg.min_cleanable_ratio, cfg.delete_retention_ms
+            if dirty_ratio(plog) < ratio:
                 continue
+            prepared = None
             try:
-                result = await loop.run_in_executor(
-                    self._pool,
-                    clean,
-                    plog,
-                    self.broker.now(),
-                    self.config.log_cleaner_delete_retention_ms,
+                prepared = await loop.run_in_executor(
+                    self._pool, prepare, plog, broker.now(), retention
                 )
+                if prepared is None:
+                    continue
+                plog.replace_closed(prepared.closed, prepared.cleaned)
             except Exception:
                 # A failed cleaning leaves the log as it was (the swap is the commit point);
                 # keep serving, and try again at the next round.
-                log.exception("cleaning offsets partition %d failed", plog.partition)
+                log.exception("cleaning %s failed", plog.name)
+                if prepared is not None:
+                    prepared.cleaned.delete()  # a swap no longer matching the segments
                 continue
-            if result is not None:
-                if self.metrics is not None:
-                    self.metrics.on_compaction(result.records_before - result.records_after)
-                log.info(
-                    "cleaned offsets partition %d: %d segments, %d -> %d records, "
-                    "%d -> %d bytes in %.0f ms",
-                    result.partition,
-                    result.segments_cleaned,
-                    result.records_before,
-                    result.records_after,
-                    result.bytes_before,
-                    result.bytes_after,
-                    result.seconds * 1000,
-                )
-                results.append(result)
+            result = prepared.result
+            if self.metrics is not None:
+                self.metrics.on_compaction(result.records_before - result.records_after)
+            log.info(
+                "cleaned %s: %d segments, %d -> %d records, %d -> %d bytes in %.0f ms",
+                result.name,
+                result.segments_cleaned,
+                result.records_before,
+                result.records_after,
+                result.bytes_before,
+                result.bytes_after,
+                result.seconds * 1000,
+            )
+            results.append(result)
         return results
 
     async def _clean_periodically(self) -> None:
@@ -184,10 +201,9 @@ class Server:
                     )
 
     async def _write_buffered_periodically(self) -> None:
-        assert self.durable is not None
         while True:
             await asyncio.sleep(BUFFERED_WRITE_INTERVAL_S)
-            self.durable.write_buffered()
+            self.logs.write_buffered()
 
     async def stop(self, grace_s: float = 5.0) -> None:
         """A clean shutdown, bounded by about `grace_s`.

@@ -1,11 +1,13 @@
-"""The node's shared state and the bridge between the sans-IO coordinator and the event loop.
+"""The node's shared state and the bridge between the sans-IO cores and the event loop.
 
-`apply` is the one place a coordinator result takes effect. Records first, then replies:
-the records of every request handled in one turn of the event loop are appended together
-(group commit: one batch per offsets partition), made durable as the flush policy promises,
-and only then are the replies of those requests released, in the order they were made. A
-result with no records, arriving while nothing is waiting, is answered at once. The clock is
-injected so the same code runs under tests.
+`apply` is the one place a coordinator result takes effect, and the write path is one for
+everything the node persists: the coordinator's `__consumer_offsets` records, producers'
+batches (accepted into their logs by the data plane as requests arrive) and cluster metadata
+records. At the end of each turn of the event loop, every log touched in that turn is written
+once (group commit), made durable as the flush policy promises, committed (its high watermark
+moves and waiting fetches wake), and only then are the replies of those requests released,
+in the order they were made. A result with nothing to persist, arriving while nothing is
+waiting, is answered at once. The clock is injected so the same code runs under tests.
 """
 
 from __future__ import annotations
@@ -17,17 +19,26 @@ import logging
 import os
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from minicoord.protocol.records import Record
 from minicoord.server.config import Config
 from minicoord.server.coordinator.coordinator import GroupCoordinator
-from minicoord.server.coordinator.results import Result
+from minicoord.server.coordinator.results import Effects, Result
+from minicoord.server.coordinator.timers import TimerQueue
+from minicoord.server.data.plane import DataPlane
 from minicoord.server.faults import Faults
 from minicoord.server.handlers import HandlerRegistry
-from minicoord.server.topics import TopicRegistry
-from minicoord.storage.store import InMemoryStore, RecordStore
+from minicoord.server.topics import (
+    METADATA_TOPIC,
+    OFFSETS_TOPIC,
+    Topic,
+    TopicRegistry,
+    replay_metadata,
+)
+from minicoord.storage.log import LogManager
+from minicoord.storage.partition_log import PartitionLog, WriteMark
 
 if TYPE_CHECKING:
     from minicoord.server.connection import KafkaConnection
@@ -36,6 +47,8 @@ if TYPE_CHECKING:
 log = logging.getLogger("minicoord.broker")
 
 T = TypeVar("T")
+# The cluster metadata log is small: topics, configs and producer id blocks.
+METADATA_SEGMENT_BYTES = 8 * 1024 * 1024
 
 
 def wall_clock_ms() -> int:
@@ -52,14 +65,17 @@ class Broker:
         self,
         config: Config,
         *,
-        store: RecordStore | None = None,
+        logs: LogManager | None = None,
         clock: Callable[[], int] = wall_clock_ms,
     ) -> None:
         self.config = config
         self.clock = clock
-        self.topics = TopicRegistry(config.offsets_topic_num_partitions)
-        self.coordinator = GroupCoordinator(config)
-        self.store: RecordStore = store if store is not None else InMemoryStore()
+        self.logs = logs if logs is not None else LogManager(None)
+        # One timer queue for the coordinator and the data path, fired from one loop timer.
+        self.timers = TimerQueue()
+        self.topics = TopicRegistry(config)
+        self.coordinator = GroupCoordinator(config, timers=self.timers)
+        self.data = DataPlane(config, self.logs, self.topics, self.timers)
         self.handlers = HandlerRegistry.default()
         self.cluster_id = new_cluster_id()
         self.connections: set[KafkaConnection] = set()
@@ -67,10 +83,11 @@ class Broker:
         self.advertised = config.advertised_address()
         # Set by the server when metrics are on; the connection feeds it per request.
         self.metrics: Metrics | None = None
+        self._metadata_log: PartitionLog | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._timer: asyncio.TimerHandle | None = None
         self._timer_at: int | None = None
-        # Group commit: what the current turn of the loop produced, waiting for one append.
+        # Group commit: what the current turn of the loop produced, waiting for one write.
         self._pending_records: list[tuple[int, Record]] = []
         self._pending_replies: list[tuple[Any, Any]] = []
         self._flush_scheduled = False
@@ -81,18 +98,81 @@ class Broker:
     def attach(self, loop: asyncio.AbstractEventLoop) -> None:
         self._loop = loop
         self.coordinator.start(self.now())
+        self._schedule_retention(self.now())
         self._arm_timer()
 
     def now(self) -> int:
         return self.clock()
 
-    # -- applying coordinator results -------------------------------------------------------
+    # -- cluster metadata -------------------------------------------------------------------
+
+    def open_metadata(self) -> None:
+        """Replay the cluster metadata log: topics, configs, producer id blocks (blocking)."""
+        plog = self.logs.open_log(METADATA_TOPIC, 0, METADATA_SEGMENT_BYTES)
+        self.logs.install(METADATA_TOPIC, 0, plog)
+        self._metadata_log = plog
+        replay_metadata(plog, self.topics, self.data.producer_ids.restore)
+
+    def persist_metadata(self, values: Iterable[bytes]) -> None:
+        """Append cluster metadata records; replies applied after this wait for them."""
+        # KRaft's metadata records have no key.
+        records = [Record(None, v) for v in values]
+        if not records:
+            return
+        if self._metadata_log is None:
+            self.open_metadata()
+        plog = self._metadata_log
+        assert plog is not None
+        plog.append(records, self.now())
+        self.logs.touched(METADATA_TOPIC, 0, plog)
+        self._schedule_flush()
+
+    # -- topics (admin APIs, auto-creation and --topic share these) -------------------------
+
+    def create_topic(
+        self, name: str, partitions: int, configs: dict[str, str] | None = None
+    ) -> Topic:
+        """A new topic: its metadata records, then its empty logs."""
+        topic, records = self.topics.create(name, partitions, configs)
+        self.persist_metadata(records)
+        self.data.create_logs(topic)
+        log.info("created topic %s with %d partitions (id %s)", name, partitions, topic.topic_id)
+        return topic
+
+    def delete_topic(self, topic: Topic) -> None:
+        """Remove a topic, its logs, the fetches waiting on it and the offsets committed for it."""
+        self.persist_metadata(self.topics.delete(topic))
+        self.release(self.data.drop_topic(topic))
+        self.apply(self.coordinator.delete_topic_offsets(self.now(), topic.name))
+        log.info("deleted topic %s (id %s)", topic.name, topic.topic_id)
+
+    def add_partitions(self, topic: Topic, count: int) -> None:
+        old = topic.partitions
+        self.persist_metadata(self.topics.add_partitions(topic, count))
+        self.data.create_logs(topic, first=old)
+        log.info("topic %s: %d -> %d partitions", topic.name, old, count)
+
+    def alter_topic_configs(self, topic: Topic, overrides: dict[str, str]) -> None:
+        self.persist_metadata(self.topics.alter_configs(topic, overrides))
+        self.data.apply_config(topic)
+
+    # -- applying results -------------------------------------------------------------------
 
     def apply(self, result: Result[T], reply: Any = None) -> T:
-        """Persist a result's records, then release its replies (and `reply`, with its value)."""
+        """Persist a result's records, then release its replies (and `reply`, with its value).
+
+        Batches the data plane accepted in this turn count as records to persist: a reply
+        applied after them waits for them.
+        """
         if reply is not None:
             result.replies.append((reply, result.value))
-        if result.records or self._pending_replies or self._flush_scheduled or self._syncing:
+        if (
+            result.records
+            or self._pending_replies
+            or self._flush_scheduled
+            or self._syncing
+            or self.logs.has_touched
+        ):
             self._pending_records.extend(result.records)
             self._pending_replies.extend(result.replies)
             self._schedule_flush()
@@ -109,33 +189,64 @@ class Broker:
             return
         self._flush_scheduled = True
         # After every callback already queued for this turn (the other requests that arrived
-        # together), so they share one append.
+        # together), so they share one write.
         self._loop.call_soon(self._flush)
 
     def _flush(self) -> None:
         self._flush_scheduled = False
         records, self._pending_records = self._pending_records, []
         replies, self._pending_replies = self._pending_replies, []
-        touched: set[int] = set()
-        if records:
-            try:
-                touched = self.store.append(records, self.now())
-            except OSError as exc:
-                _halt(f"cannot write the offsets log: {exc}")
-        if touched and self.store.needs_sync and self._loop is not None:
+        marks: list[tuple[PartitionLog, WriteMark]] = []
+        try:
+            if records:
+                self._append_coordinator_records(records)
+            marks = self.logs.write_out()
+        except OSError as exc:
+            _halt(f"cannot write a log: {exc}")
+        if marks and self.logs.needs_sync and self._loop is not None:
             self._syncing = True
-            future = self._loop.run_in_executor(self._sync_pool, self.store.sync, touched)
-            future.add_done_callback(lambda f: self._after_sync(f, replies))
+            future = self._loop.run_in_executor(self._sync_pool, self.logs.sync, marks)
+            future.add_done_callback(lambda f: self._after_sync(f, marks, replies))
             return
-        _release(replies)
+        self._commit(marks, replies)
 
-    def _after_sync(self, future: asyncio.Future[None], replies: list[tuple[Any, Any]]) -> None:
+    def _append_coordinator_records(self, records: list[tuple[int, Record]]) -> None:
+        """One batch per touched offsets partition."""
+        by_partition: dict[int, list[Record]] = {}
+        for partition, record in records:
+            by_partition.setdefault(partition, []).append(record)
+        offsets = self.topics.get(OFFSETS_TOPIC)
+        assert offsets is not None
+        now = self.now()
+        for partition, batch in by_partition.items():
+            state = self.data.partition(offsets, partition)
+            assert state is not None, f"offsets partition {partition} is not loaded"
+            state.log.append(batch, now)
+            self.logs.touched(OFFSETS_TOPIC, partition, state.log)
+
+    def _after_sync(
+        self,
+        future: asyncio.Future[None],
+        marks: list[tuple[PartitionLog, WriteMark]],
+        replies: list[tuple[Any, Any]],
+    ) -> None:
         self._syncing = False
         if future.cancelled() or future.exception() is not None:
-            _halt(f"cannot fsync the offsets log: {future.exception()!r}")
-        _release(replies)
-        if self._pending_records or self._pending_replies:
+            _halt(f"cannot fsync a log: {future.exception()!r}")
+        self._commit(marks, replies)
+        if self._pending_records or self._pending_replies or self.logs.has_touched:
             self._schedule_flush()
+
+    def _commit(
+        self, marks: list[tuple[PartitionLog, WriteMark]], replies: list[tuple[Any, Any]]
+    ) -> None:
+        woken = self.data.committed(marks)
+        _release(replies)
+        _release(woken.replies)
+
+    def release(self, fx: Effects) -> None:
+        """Effects with no records of their own (fetches answered after a topic deletion)."""
+        self.apply(fx.result(None))
 
     # -- timers ---------------------------------------------------------------------------
 
@@ -144,13 +255,13 @@ class Broker:
         return self._loop.call_later(delay_ms / 1000, callback)
 
     def rearm(self) -> None:
-        """Re-arm the coordinator's timer after state changed outside `apply` (loading)."""
+        """Re-arm the timer after timers changed outside `apply` (loading, a parked fetch)."""
         self._arm_timer()
 
     def _arm_timer(self) -> None:
         if self._loop is None:
             return
-        deadline = self.coordinator.next_deadline()
+        deadline = self.timers.next_deadline()
         if deadline is None:
             return
         if self._timer_at is not None and self._timer_at <= deadline:
@@ -166,11 +277,25 @@ class Broker:
         self._timer_at = None
         self.apply(self.coordinator.advance(self.now()))
 
+    def _schedule_retention(self, now: int) -> None:
+        self.timers.schedule(
+            ("log-retention",), now + self.config.log_retention_check_interval_ms, self._retention
+        )
+
+    def _retention(self, now: int) -> Effects:
+        self.data.apply_retention(now)
+        self._schedule_retention(now)
+        return Effects()
+
     @property
     def busy(self) -> bool:
         """Records or replies still on their way through the write path."""
         return bool(
-            self._flush_scheduled or self._syncing or self._pending_records or self._pending_replies
+            self._flush_scheduled
+            or self._syncing
+            or self._pending_records
+            or self._pending_replies
+            or self.logs.has_touched
         )
 
     async def drain(self, timeout: float) -> bool:
@@ -181,15 +306,15 @@ class Broker:
         return not self.busy
 
     def close(self) -> None:
-        """Write out anything still waiting and close the store (a clean shutdown)."""
+        """Write out anything still waiting and close the logs (a clean shutdown)."""
         if self._timer is not None:
             self._timer.cancel()
             self._timer = None
             self._timer_at = None
-        if self._pending_records or self._pending_replies:
+        if self._pending_records or self._pending_replies or self.logs.has_touched:
             self._flush()
         self._sync_pool.shutdown(wait=True)
-        self.store.close()
+        self.logs.close()
 
 
 def _release(replies: list[tuple[Any, Any]]) -> None:
@@ -199,8 +324,8 @@ def _release(replies: list[tuple[Any, Any]]) -> None:
 
 def _halt(reason: str) -> None:
     # State already reflects records that could not be made durable; acknowledging anything
-    # now could lose a commit the client believes is safe. Like Kafka on a log directory
-    # failure, stop the process; a restart recovers from what is on disk.
+    # now could lose a commit or a message the client believes is safe. Like Kafka on a log
+    # directory failure, stop the process; a restart recovers from what is on disk.
     log.critical("%s; halting", reason)
     logging.shutdown()
     os._exit(70)

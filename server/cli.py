@@ -24,6 +24,11 @@ def _topic(text: str) -> tuple[str, int]:
         raise argparse.ArgumentTypeError(f"partition count {count!r} is not a number") from None
     if partitions < 1:
         raise argparse.ArgumentTypeError("a topic needs at least one partition")
+    from minicoord.server.topics import topic_name_error
+
+    reason = topic_name_error(name)
+    if reason is not None:
+        raise argparse.ArgumentTypeError(reason)
     return name, partitions
 
 
@@ -107,14 +112,17 @@ def build_parser() -> argparse.ArgumentParser:
         a.add_argument("--group", help="only this group's partition (default: all)")
     actions.add_parser("clear", help="drop every injected fault")
 
-    logcmd = sub.add_parser("log", help="inspect or maintain an offsets log (server stopped)")
+    logcmd = sub.add_parser("log", help="inspect or maintain a data directory (server stopped)")
     logsub = logcmd.add_subparsers(dest="log_command", required=True)
     d = logsub.add_parser("dump", help="print each record decoded")
     d.add_argument("dir", help="the data directory")
-    d.add_argument("--partition", type=int, help="only this offsets partition")
+    d.add_argument("--topic", help="only this topic (e.g. __consumer_offsets)")
+    d.add_argument("--partition", type=int, help="only this partition number")
     v = logsub.add_parser("verify", help="check every CRC; non-zero exit on damage")
     v.add_argument("dir", help="the data directory")
-    c = logsub.add_parser("compact", help="run the cleaner over every partition")
+    c = logsub.add_parser(
+        "compact", help="run the cleaner over __consumer_offsets and compacted topics"
+    )
     c.add_argument("dir", help="the data directory")
     c.add_argument(
         "--config",
@@ -137,7 +145,7 @@ def _log_command(args: argparse.Namespace) -> int:
         print(f"minicoord: {data_dir} is not a directory", file=sys.stderr)
         return 2
     if args.log_command == "dump":
-        _, damaged = tools.dump(data_dir, args.partition)
+        _, damaged = tools.dump(data_dir, args.partition, topic=args.topic)
         # Sound records are printed either way; damage makes the exit status say so.
         return 1 if damaged else 0
     if args.log_command == "verify":
@@ -149,15 +157,31 @@ def _log_command(args: argparse.Namespace) -> int:
     config = Config.from_pairs([parse_setting(s) for s in args.config])
     for r in tools.compact(
         data_dir,
-        config.offsets_topic_num_partitions,
         config.log_cleaner_delete_retention_ms,
         config.offsets_topic_segment_bytes,
+        _compacted_topics(data_dir, config),
     ):
         print(
-            f"partition {r.partition}: {r.records_before} -> {r.records_after} records, "
+            f"{r.name}: {r.records_before} -> {r.records_after} records, "
             f"{r.bytes_before} -> {r.bytes_after} bytes"
         )
     return 0
+
+
+def _compacted_topics(data_dir: Path, config: Config) -> set[str]:
+    """The topics whose cleanup.policy includes compact, from the cluster metadata log."""
+    from minicoord.server.topics import METADATA_TOPIC, TopicRegistry, replay_metadata
+    from minicoord.storage.log import log_dir
+    from minicoord.storage.partition_log import PartitionLog
+
+    if not log_dir(data_dir, METADATA_TOPIC, 0).is_dir():
+        return set()
+    plog = PartitionLog(log_dir(data_dir, METADATA_TOPIC, 0), METADATA_TOPIC, 1 << 30)
+    plog.open()
+    registry = TopicRegistry(config)
+    replay_metadata(plog, registry)
+    plog.close()
+    return {t.name for t in registry.user_topics() if registry.config_of(t).compact}
 
 
 def _ctl_command(args: argparse.Namespace) -> int:

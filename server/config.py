@@ -48,19 +48,50 @@ class Config:
     log_cleaner_min_cleanable_ratio: float = 0.5
     offsets_retention_minutes: int = 10_080
     offsets_retention_check_interval_ms: int = 600_000
+    # Topic defaults (each topic config's broker synonym), Kafka's values.
+    log_retention_ms: int = 604_800_000
+    log_retention_bytes: int = -1
+    log_segment_bytes: int = 1_073_741_824
+    log_cleanup_policy: str = "delete"
+    message_max_bytes: int = 1_048_588
+    log_message_timestamp_type: str = "CreateTime"
+    log_message_timestamp_before_max_ms: int = 9_223_372_036_854_775_807
+    log_message_timestamp_after_max_ms: int = 3_600_000
+    log_retention_check_interval_ms: int = 300_000
+    delete_topic_enable: bool = True
+    # The Kafka names given explicitly (DescribeConfigs reports them as STATIC_BROKER_CONFIG).
+    explicit: frozenset[str] = dataclasses.field(
+        default=frozenset(), metadata={"kafka": False}, compare=False
+    )
 
     @staticmethod
     def kafka_name(field_name: str) -> str:
         return field_name.replace("_", ".")
 
     @classmethod
+    def _kafka_fields(cls) -> dict[str, dataclasses.Field[Any]]:
+        return {
+            cls.kafka_name(f.name): f
+            for f in dataclasses.fields(cls)
+            if f.metadata.get("kafka", True)
+        }
+
+    @classmethod
     def known_names(cls) -> list[str]:
-        return [cls.kafka_name(f.name) for f in dataclasses.fields(cls)]
+        return list(cls._kafka_fields())
+
+    def value_of(self, name: str) -> str | None:
+        """A broker config's value as Kafka would print it, or None if there is no such config."""
+        field = self._kafka_fields().get(name)
+        if field is None:
+            return None
+        value = getattr(self, field.name)
+        return str(value).lower() if isinstance(value, bool) else str(value)
 
     @classmethod
     def from_pairs(cls, pairs: dict[str, str] | list[tuple[str, str]]) -> Config:
         """Build a config from Kafka-named settings, rejecting unknown names and bad values."""
-        fields = {cls.kafka_name(f.name): f for f in dataclasses.fields(cls)}
+        fields = cls._kafka_fields()
         values: dict[str, Any] = {}
         items = pairs.items() if isinstance(pairs, dict) else pairs
         for name, raw in items:
@@ -68,7 +99,7 @@ class Config:
             if field is None:
                 raise ConfigError(f"unknown config {name!r}; known: {', '.join(sorted(fields))}")
             values[field.name] = _parse(name, field.type, raw)
-        config = cls(**values)
+        config = cls(**values, explicit=frozenset(name for name, _ in items))
         config.validate()
         return config
 
@@ -113,6 +144,24 @@ class Config:
                 raise ConfigError(f"{self.kafka_name(name)} must be at least 1")
         if self.group_initial_rebalance_delay_ms < 0:
             raise ConfigError("group.initial.rebalance.delay.ms must not be negative")
+        if self.log_retention_check_interval_ms < 1:
+            raise ConfigError("log.retention.check.interval.ms must be at least 1")
+        self._validate_topic_defaults()
+
+    def _validate_topic_defaults(self) -> None:
+        # Each is the default of a topic config: it must be a value that config accepts.
+        from minicoord.server.topic_configs import TOPIC_CONFIGS
+
+        for definition in TOPIC_CONFIGS.values():
+            if definition.synonym is None:
+                continue
+            raw = self.value_of(definition.synonym)
+            if raw is None:
+                continue
+            try:
+                definition.parse(raw)
+            except ValueError as exc:
+                raise ConfigError(f"{definition.synonym}: {exc}") from None
 
 
 def _parse(name: str, kind: Any, raw: str) -> Any:

@@ -1,10 +1,13 @@
-"""Replaying the offsets log into the coordinator at start, without blocking the server.
+"""Opening the logs found on disk at start, without blocking the server.
 
-Every partition found on disk is marked loading before the listener opens; partitions are
-then read and verified one at a time in a worker thread and installed on the event loop.
-Meanwhile the server answers everything else, and a group whose partition is still loading
-gets COORDINATOR_LOAD_IN_PROGRESS (clients retry). A partition whose log is corrupt before
-valid data is not served (COORDINATOR_NOT_AVAILABLE) and the others carry on.
+The cluster metadata log is replayed first, before the listener opens (it is small and says
+which topics exist). Every other log is then marked unavailable and opened in a worker
+thread, one at a time, and installed on the event loop: `__consumer_offsets` partitions first
+(their records are replayed into the coordinator; meanwhile their groups get
+COORDINATOR_LOAD_IN_PROGRESS), then topic partitions (their producer state is rebuilt from
+batch headers; meanwhile their requests get NOT_LEADER_OR_FOLLOWER, which clients retry).
+A log whose damage cannot be repaired is not served (COORDINATOR_NOT_AVAILABLE for groups,
+KAFKA_STORAGE_ERROR for a topic partition) and the rest carry on.
 """
 
 from __future__ import annotations
@@ -14,35 +17,90 @@ import concurrent.futures
 import logging
 import time
 
+from minicoord.protocol.errors import ErrorCode
 from minicoord.server.broker import Broker
 from minicoord.server.coordinator.replay import PartitionReplay
-from minicoord.storage.log import DurableStore
-from minicoord.storage.partition_log import CorruptLog
+from minicoord.server.data.producers import ProducerStates
+from minicoord.server.topics import METADATA_TOPIC, OFFSETS_TOPIC, Topic
+from minicoord.storage.log import LogManager, StoreError
+from minicoord.storage.partition_log import CorruptLog, PartitionLog
 
 log = logging.getLogger("minicoord.loading")
 
 
-def read_partition(store: DurableStore, partition: int) -> PartitionReplay:
-    """Open, verify and read one partition (blocking: runs in a worker thread)."""
-    plog = store.open_partition(partition)
+def read_offsets_partition(
+    logs: LogManager, partition: int, segment_bytes: int
+) -> tuple[PartitionLog, PartitionReplay]:
+    """Open, verify and read one offsets partition (blocking: runs in a worker thread)."""
+    plog = logs.open_log(OFFSETS_TOPIC, partition, segment_bytes)
     replay = PartitionReplay(partition)
-    for record in plog.read():
+    for record in plog.records():
         replay.add(record.key, record.value)
     replay.decode()
-    return replay
+    return plog, replay
 
 
-async def load_partitions(
+def open_topic_partition(
+    logs: LogManager, topic: Topic, index: int, segment_bytes: int
+) -> tuple[PartitionLog, ProducerStates]:
+    producers = ProducerStates()
+    plog = logs.open_log(topic.name, index, segment_bytes, producers.load)
+    return plog, producers
+
+
+def plan_loading(broker: Broker) -> tuple[list[int], list[tuple[Topic, int]]]:
+    """Mark what must load before it is served; the offsets partitions and topic partitions."""
+    on_disk = broker.logs.on_disk()
+    offsets = broker.topics.get(OFFSETS_TOPIC)
+    assert offsets is not None
+    partitions = sorted(p for name, p in on_disk if name == OFFSETS_TOPIC)
+    beyond = [p for p in partitions if p >= offsets.partitions]
+    if beyond:
+        # Group -> partition mapping depends on the partition count; a log written with more
+        # partitions would put groups where no request would look for them.
+        raise StoreError(
+            f"{broker.logs.data_dir} holds offsets partition {max(beyond)} but "
+            f"offsets.topic.num.partitions is {offsets.partitions}"
+        )
+    for partition in partitions:
+        broker.coordinator.begin_loading(partition)
+        broker.data.unavailable[(OFFSETS_TOPIC, partition)] = ErrorCode.NOT_LEADER_OR_FOLLOWER
+    topic_partitions = []
+    for topic in broker.topics.user_topics():
+        for index in range(topic.partitions):
+            if (topic.name, index) in broker.data.partitions:
+                continue  # created at this start (--topic)
+            broker.data.unavailable[(topic.name, index)] = ErrorCode.NOT_LEADER_OR_FOLLOWER
+            topic_partitions.append((topic, index))
+    served = set(broker.data.partitions) | set(broker.data.unavailable)
+    for name, index in on_disk:
+        if name != METADATA_TOPIC and (name, index) not in served:
+            log.warning(
+                "%s-%d in %s belongs to no topic in the cluster metadata; left alone",
+                name,
+                index,
+                broker.logs.data_dir,
+            )
+    return partitions, topic_partitions
+
+
+async def load_logs(
     broker: Broker,
-    store: DurableStore,
-    partitions: list[int],
+    offsets_partitions: list[int],
+    topic_partitions: list[tuple[Topic, int]],
     pool: concurrent.futures.Executor,
 ) -> None:
     loop = asyncio.get_running_loop()
-    for partition in partitions:
+    logs = broker.logs
+    offsets = broker.topics.get(OFFSETS_TOPIC)
+    assert offsets is not None
+    segment_bytes = broker.config.offsets_topic_segment_bytes
+    for partition in offsets_partitions:
         started = time.perf_counter()
         try:
-            replay = await loop.run_in_executor(pool, read_partition, store, partition)
+            plog, replay = await loop.run_in_executor(
+                pool, read_offsets_partition, logs, partition, segment_bytes
+            )
         except CorruptLog as exc:
             log.error(
                 "offsets partition %d is not served: %s (its groups get "
@@ -51,14 +109,48 @@ async def load_partitions(
                 exc,
             )
             broker.coordinator.fail_loading(partition)
+            broker.data.unavailable[(OFFSETS_TOPIC, partition)] = ErrorCode.KAFKA_STORAGE_ERROR
             continue
+        broker.data.install(offsets, partition, plog)
         broker.coordinator.finish_loading(replay, broker.now())
         broker.rearm()
-        log.info(
+        log.log(
+            logging.INFO if replay.records else logging.DEBUG,
             "loaded offsets partition %d: %d records, %d groups, %d offsets in %.0f ms",
             partition,
             replay.records,
             len(replay.groups),
             len(replay.offsets),
+            (time.perf_counter() - started) * 1000,
+        )
+    for topic, index in topic_partitions:
+        if broker.topics.get(topic.name) is not topic:
+            continue  # deleted while loading
+        started = time.perf_counter()
+        try:
+            plog, producers = await loop.run_in_executor(
+                pool, open_topic_partition, logs, topic, index, broker.data.segment_bytes(topic)
+            )
+        except CorruptLog as exc:
+            log.error(
+                "%s-%d is not served: %s (its requests get KAFKA_STORAGE_ERROR; "
+                "`minicoord log verify` reports the damage)",
+                topic.name,
+                index,
+                exc,
+            )
+            broker.data.unavailable[(topic.name, index)] = ErrorCode.KAFKA_STORAGE_ERROR
+            continue
+        if broker.topics.get(topic.name) is not topic:
+            plog.close()
+            continue
+        broker.data.install(topic, index, plog, producers)
+        log.debug(
+            "loaded %s-%d: offsets %d-%d, %d bytes in %.0f ms",
+            topic.name,
+            index,
+            plog.log_start_offset,
+            plog.next_offset,
+            plog.size_bytes,
             (time.perf_counter() - started) * 1000,
         )

@@ -137,8 +137,8 @@ class _StateCollector:
         yield GaugeMetricFamily(
             "minicoord_connections", "Open client connections", value=len(self.broker.connections)
         )
-        size = getattr(self.broker.store, "size_bytes", None)
-        if callable(size):
-            yield GaugeMetricFamily(
-                "minicoord_log_bytes", "Bytes in the offsets log's segments", value=size()
-            )
+        yield GaugeMetricFamily(
+            "minicoord_log_bytes",
+            "Bytes in every log's segments (topics, __consumer_offsets, cluster metadata)",
+            value=self.broker.logs.size_bytes(),
+        )

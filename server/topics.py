@@ -1,20 +1,44 @@
-"""The topics this single-node cluster knows: names, partition counts and topic ids.
+"""The topics of this single-node cluster: names, ids, partitions and configs.
 
-There is no data path yet, so a topic is only its name, partition count and id; this node
-leads every partition.
+This node leads every partition. The registry is sans-IO: each change returns the cluster
+metadata records that describe it (KRaft's TopicRecord, PartitionRecord, ConfigRecord,
+RemoveTopicRecord; see protocol/metadata_records.py), which the broker appends to the
+`__cluster_metadata` log before answering, and `replay` rebuilds the registry from them at
+start. So a topic keeps its id, partitions and configs across restarts.
+
+`__consumer_offsets` is listed as an internal topic, as Kafka lists it; it is not in the
+metadata log (its partition count is `offsets.topic.num.partitions`).
 """
 
 from __future__ import annotations
 
+import logging
 import re
 import uuid
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
+from minicoord.protocol import metadata_records as mr
 from minicoord.protocol.errors import ErrorCode
+from minicoord.server.config import Config
+from minicoord.server.topic_configs import (
+    BrokerDefaults,
+    ConfigSource,
+    InvalidConfig,
+    TopicConfig,
+    validate,
+)
+from minicoord.storage.partition_log import PartitionLog
+
+log = logging.getLogger("minicoord.topics")
 
 OFFSETS_TOPIC = "__consumer_offsets"
+METADATA_TOPIC = "__cluster_metadata"
 _LEGAL = re.compile(r"[a-zA-Z0-9._-]+")
 MAX_NAME_LENGTH = 249
+# This node's id leads every partition; the leader epoch never changes.
+LEADER_EPOCH = 0
 
 
 @dataclass(slots=True)
@@ -23,6 +47,7 @@ class Topic:
     partitions: int
     topic_id: uuid.UUID = field(default_factory=uuid.uuid4)
     internal: bool = False
+    config: TopicConfig | None = None
 
 
 def topic_name_error(name: str | None) -> str | None:
@@ -38,12 +63,42 @@ def topic_name_error(name: str | None) -> str | None:
     return None
 
 
+def broker_defaults(config: Config) -> BrokerDefaults:
+    """The broker configs that are topic defaults, with where their value came from."""
+    from minicoord.server.topic_configs import TOPIC_CONFIGS
+
+    out: dict[str, tuple[str, ConfigSource]] = {}
+    for definition in TOPIC_CONFIGS.values():
+        name = definition.synonym
+        if name is None:
+            continue
+        value = config.value_of(name)
+        if value is not None:
+            source = (
+                ConfigSource.STATIC_BROKER_CONFIG
+                if name in config.explicit
+                else ConfigSource.DEFAULT_CONFIG
+            )
+            out[name] = (value, source)
+    return out
+
+
 class TopicRegistry:
-    def __init__(self, offsets_partitions: int) -> None:
+    def __init__(self, config: Config) -> None:
+        self.config = config
+        self.defaults = broker_defaults(config)
         self._by_name: dict[str, Topic] = {}
         self._by_id: dict[uuid.UUID, Topic] = {}
-        # Like Kafka, the offsets topic is listed (as internal) so admin tools see it.
-        self._add(Topic(OFFSETS_TOPIC, offsets_partitions, internal=True))
+        offsets = Topic(
+            OFFSETS_TOPIC,
+            config.offsets_topic_num_partitions,
+            # A stable id derived from the name: the offsets topic is not in the metadata log.
+            uuid.uuid5(uuid.NAMESPACE_URL, "minicoord:" + OFFSETS_TOPIC),
+            internal=True,
+        )
+        # Kafka's offsets topic is compacted (its segment size is offsets.topic.segment.bytes).
+        offsets.config = TopicConfig({"cleanup.policy": "compact"}, self.defaults)
+        self._add(offsets)
 
     def _add(self, topic: Topic) -> Topic:
         self._by_name[topic.name] = topic
@@ -59,18 +114,135 @@ class TopicRegistry:
     def all(self) -> list[Topic]:
         return list(self._by_name.values())
 
-    def check_new(self, name: str, partitions: int) -> tuple[ErrorCode, str | None]:
+    def user_topics(self) -> list[Topic]:
+        return [t for t in self._by_name.values() if not t.internal]
+
+    def config_of(self, topic: Topic) -> TopicConfig:
+        assert topic.config is not None
+        return topic.config
+
+    # -- changes (each returns the metadata records that make it durable) -------------------
+
+    def check_new(
+        self, name: str, partitions: int, configs: Mapping[str, str | None] | None = None
+    ) -> tuple[ErrorCode, str | None]:
         reason = topic_name_error(name)
         if reason is not None:
             return ErrorCode.INVALID_TOPIC_EXCEPTION, reason
-        if name in self._by_name:
-            return ErrorCode.TOPIC_ALREADY_EXISTS, f"topic {name!r} already exists"
+        if name in self._by_name or name == METADATA_TOPIC:
+            return ErrorCode.TOPIC_ALREADY_EXISTS, f"Topic '{name}' already exists."
         if partitions < 1:
-            return ErrorCode.INVALID_PARTITIONS, "number of partitions must be at least 1"
+            return ErrorCode.INVALID_PARTITIONS, "Number of partitions must be larger than 0."
+        try:
+            validate(configs or {})
+        except InvalidConfig as exc:
+            return ErrorCode.INVALID_CONFIG, str(exc)
         return ErrorCode.NONE, None
 
-    def create(self, name: str, partitions: int) -> Topic:
-        error, reason = self.check_new(name, partitions)
+    def create(
+        self,
+        name: str,
+        partitions: int,
+        configs: Mapping[str, str] | None = None,
+    ) -> tuple[Topic, list[bytes]]:
+        error, reason = self.check_new(name, partitions, configs)
         if error is not ErrorCode.NONE:
             raise ValueError(reason)
-        return self._add(Topic(name, partitions))
+        topic = Topic(name, partitions)
+        topic.config = TopicConfig(dict(configs or {}), self.defaults)
+        self._add(topic)
+        records = [mr.encode(mr.TopicRecord(name=name, topic_id=topic.topic_id))]
+        records += [_config_record(name, k, v) for k, v in (configs or {}).items()]
+        records += [_partition_record(topic.topic_id, i, self.config) for i in range(partitions)]
+        return topic, records
+
+    def delete(self, topic: Topic) -> list[bytes]:
+        del self._by_name[topic.name]
+        del self._by_id[topic.topic_id]
+        return [mr.encode(mr.RemoveTopicRecord(topic_id=topic.topic_id))]
+
+    def add_partitions(self, topic: Topic, count: int) -> list[bytes]:
+        old, topic.partitions = topic.partitions, count
+        return [_partition_record(topic.topic_id, i, self.config) for i in range(old, count)]
+
+    def alter_configs(self, topic: Topic, overrides: Mapping[str, str]) -> list[bytes]:
+        """Replace the topic's overrides (already validated) by `overrides`."""
+        current = self.config_of(topic).overrides
+        records = [_config_record(topic.name, k, None) for k in current if k not in overrides]
+        records += [
+            _config_record(topic.name, k, v) for k, v in overrides.items() if current.get(k) != v
+        ]
+        topic.config = TopicConfig(dict(overrides), self.defaults)
+        return records
+
+    # -- replay ---------------------------------------------------------------------------
+
+    def replay(self, record: Any) -> None:
+        """Apply one metadata record read back from the log at start."""
+        if isinstance(record, mr.TopicRecord):
+            topic = Topic(record.name, 0, record.topic_id)
+            topic.config = TopicConfig({}, self.defaults)
+            self._add(topic)
+        elif isinstance(record, mr.PartitionRecord):
+            topic = self._by_id.get(record.topic_id)
+            if topic is not None:
+                topic.partitions = max(topic.partitions, record.partition_id + 1)
+        elif isinstance(record, mr.ConfigRecord):
+            topic = self._by_name.get(record.resource_name)
+            if record.resource_type == mr.RESOURCE_TOPIC and topic is not None:
+                overrides = dict(self.config_of(topic).overrides)
+                if record.value is None:
+                    overrides.pop(record.name, None)
+                else:
+                    overrides[record.name] = record.value
+                topic.config = TopicConfig(overrides, self.defaults)
+        elif isinstance(record, mr.RemoveTopicRecord):
+            topic = self._by_id.pop(record.topic_id, None)
+            if topic is not None:
+                self._by_name.pop(topic.name, None)
+
+
+def replay_metadata(
+    plog: PartitionLog,
+    registry: TopicRegistry,
+    on_producer_ids: Callable[[int], None] | None = None,
+) -> None:
+    """Rebuild the topics (and producer id blocks) from the cluster metadata log."""
+    for stored in plog.records():
+        if stored.value is None:
+            continue
+        try:
+            record = mr.decode(stored.value)
+        except ValueError as exc:
+            log.warning("skipping cluster metadata record %d: %s", stored.offset, exc)
+            continue
+        if isinstance(record, mr.ProducerIdsRecord):
+            if on_producer_ids is not None:
+                on_producer_ids(record.next_producer_id)
+        else:
+            registry.replay(record)
+
+
+def _config_record(topic: str, name: str, value: str | None) -> bytes:
+    return mr.encode(
+        mr.ConfigRecord(
+            resource_type=mr.RESOURCE_TOPIC, resource_name=topic, name=name, value=value
+        )
+    )
+
+
+def _partition_record(topic_id: uuid.UUID, index: int, config: Config) -> bytes:
+    node = config.broker_id
+    return mr.encode(
+        mr.PartitionRecord(
+            partition_id=index,
+            topic_id=topic_id,
+            replicas=[node],
+            isr=[node],
+            removing_replicas=[],
+            adding_replicas=[],
+            leader=node,
+            leader_epoch=LEADER_EPOCH,
+            partition_epoch=0,
+        )
+    )

@@ -1,8 +1,13 @@
-"""Kafka RecordBatch v2 (magic 2, CRC-32C) encoding and decoding of `__consumer_offsets` records.
+"""Kafka RecordBatch v2 (magic 2, CRC-32C): the unit every log stores, coordinator or producer.
 
-Batches are built and parsed with kafka-python's record code; its CRC-32C comes from the `crc32c`
-C extension when installed (a dependency). A batch on disk is exactly what Kafka writes:
-base offset (int64), batch length (int32), then the CRC-covered rest.
+A batch on disk is exactly what Kafka writes: base offset (int64), batch length (int32), then
+partition leader epoch, magic, CRC and the CRC-covered rest (attributes to the end). The
+broker owns the two fields outside the CRC (base offset, leader epoch), so assigning offsets
+to a producer's batch is a rewrite of its first eight bytes; nothing else needs re-encoding.
+
+Records inside a batch are built and parsed with kafka-python's record code (its CRC-32C comes
+from the `crc32c` C extension, a dependency; compressed batches need the codec packages
+python-snappy, lz4 and zstandard, also dependencies).
 """
 
 from __future__ import annotations
@@ -10,15 +15,41 @@ from __future__ import annotations
 import struct
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
+from typing import Any
 
+from crc32c import crc32c
 from kafka.record.default_records import DefaultRecordBatch, DefaultRecordBatchBuilder
 from minicoord.protocol.records import Record
 
-# base offset, batch length, partition leader epoch, magic
-_PREFIX = struct.Struct(">qiib")
+# The whole v2 batch header: base offset, length, leader epoch, magic, CRC, attributes,
+# last offset delta, first timestamp, max timestamp, producer id, producer epoch, base
+# sequence, record count.
+HEADER = struct.Struct(">qiibIhiqqqhii")
+HEADER_SIZE = HEADER.size  # 61
 PREFIX_SIZE = 12  # base offset + batch length: the bytes not counted in the length
-MIN_BATCH_SIZE = DefaultRecordBatchBuilder.header_size_in_bytes()
+MIN_BATCH_SIZE = HEADER_SIZE
 MAGIC = 2
+MAGIC_AT = 16
+CRC_AT = 17
+ATTRIBUTES_AT = 21
+LEADER_EPOCH_AT = 12
+MAX_TIMESTAMP_AT = 35
+LAST_OFFSET_DELTA_AT = 23
+
+# Attribute bits.
+COMPRESSION_MASK = 0x07
+TIMESTAMP_TYPE_LOG_APPEND = 0x08
+TRANSACTIONAL = 0x10
+CONTROL = 0x20
+
+NO_PRODUCER_ID = -1
+NO_SEQUENCE = -1
+
+_PREFIX = struct.Struct(">qi")
+_I64 = struct.Struct(">q")
+_I32 = struct.Struct(">i")
+_U32 = struct.Struct(">I")
+_I16 = struct.Struct(">h")
 
 
 @dataclass(frozen=True, slots=True)
@@ -33,30 +64,112 @@ class CorruptBatch(Exception):
     pass
 
 
-def _builder() -> DefaultRecordBatchBuilder:
-    """An uncompressed, non-transactional batch, as the coordinator writes them."""
+@dataclass(frozen=True, slots=True)
+class BatchInfo:
+    """The header fields of one batch that the log keeps track of."""
+
+    base_offset: int
+    size: int
+    attributes: int
+    last_offset_delta: int
+    first_timestamp: int
+    max_timestamp: int
+    producer_id: int
+    producer_epoch: int
+    base_sequence: int
+    records: int
+
+    @property
+    def last_offset(self) -> int:
+        return self.base_offset + self.last_offset_delta
+
+    @property
+    def next_offset(self) -> int:
+        return self.base_offset + self.last_offset_delta + 1
+
+    @property
+    def log_append_time(self) -> bool:
+        return bool(self.attributes & TIMESTAMP_TYPE_LOG_APPEND)
+
+    @property
+    def is_control(self) -> bool:
+        return bool(self.attributes & CONTROL)
+
+
+def batch_info(buf: bytes | bytearray | memoryview, pos: int = 0) -> BatchInfo:
+    """Header fields of the batch at pos (the caller checked HEADER_SIZE bytes are there)."""
+    (
+        base,
+        length,
+        _epoch,
+        _magic,
+        _crc,
+        attributes,
+        last_delta,
+        first_ts,
+        max_ts,
+        pid,
+        pepoch,
+        base_seq,
+        count,
+    ) = HEADER.unpack_from(buf, pos)
+    return BatchInfo(
+        base, PREFIX_SIZE + length, attributes, last_delta, first_ts, max_ts, pid, pepoch,
+        base_seq, count,
+    )  # fmt: skip
+
+
+def crc_valid(buf: bytes | bytearray | memoryview) -> bool:
+    """Whether the stored CRC-32C matches attributes..end of this one whole batch."""
+    (stored,) = _U32.unpack_from(buf, CRC_AT)
+    return crc32c(memoryview(buf)[ATTRIBUTES_AT:]) == stored
+
+
+def set_base_offset(buf: bytearray, offset: int) -> None:
+    _I64.pack_into(buf, 0, offset)
+
+
+def set_leader_epoch(buf: bytearray, epoch: int) -> None:
+    _I32.pack_into(buf, LEADER_EPOCH_AT, epoch)
+
+
+def set_log_append_time(buf: bytearray, timestamp: int) -> None:
+    """Stamp a batch with LogAppendTime: max timestamp and the timestamp-type bit, new CRC."""
+    (attributes,) = _I16.unpack_from(buf, ATTRIBUTES_AT)
+    _I16.pack_into(buf, ATTRIBUTES_AT, attributes | TIMESTAMP_TYPE_LOG_APPEND)
+    _I64.pack_into(buf, MAX_TIMESTAMP_AT, timestamp)
+    _U32.pack_into(buf, CRC_AT, crc32c(memoryview(buf)[ATTRIBUTES_AT:]))
+
+
+def _builder(
+    compression: int = 0,
+    producer_id: int = NO_PRODUCER_ID,
+    producer_epoch: int = -1,
+    base_sequence: int = NO_SEQUENCE,
+) -> DefaultRecordBatchBuilder:
     return DefaultRecordBatchBuilder(
         magic=MAGIC,
-        compression_type=0,
+        compression_type=compression,
         is_transactional=False,
-        producer_id=-1,
-        producer_epoch=-1,
-        base_sequence=-1,
+        producer_id=producer_id,
+        producer_epoch=producer_epoch,
+        base_sequence=base_sequence,
         batch_size=1 << 31,
     )
 
 
-def encode_batch(base_offset: int, records: Sequence[Record], timestamp: int) -> bytes:
+def encode_batch(base_offset: int, records: Sequence[Record], timestamp: int) -> bytearray:
+    """An uncompressed, non-transactional batch, as the coordinator writes them."""
     builder = _builder()
     for delta, record in enumerate(records):
         builder.append(delta, timestamp=timestamp, key=record.key, value=record.value, headers=[])
     buf = builder.build()
-    struct.pack_into(">q", buf, 0, base_offset)
-    return bytes(buf)
+    set_base_offset(buf, base_offset)
+    return buf
 
 
 def encode_stored(records: Sequence[StoredRecord]) -> bytes:
-    """A batch of records that keep their own offsets and timestamps (the cleaner's output).
+    """A batch of records that keep their own offsets and timestamps.
 
     Offsets may have gaps, as in a compacted Kafka log; each record's offset is stored as its
     delta from the batch's base offset.
@@ -66,41 +179,84 @@ def encode_stored(records: Sequence[StoredRecord]) -> bytes:
     for r in records:
         builder.append(r.offset - base, timestamp=r.timestamp, key=r.key, value=r.value, headers=[])
     buf = builder.build()
-    struct.pack_into(">q", buf, 0, base)
+    set_base_offset(buf, base)
     return bytes(buf)
 
 
-def batch_extent(buf: bytes | memoryview, pos: int) -> tuple[int, int] | None:
+def rebuild_batch(original: DefaultRecordBatch, kept: Sequence[Any]) -> bytes:
+    """A batch holding `kept` (records of `original`) with the original's batch identity.
+
+    What the cleaner writes for a batch it removed records from: the same base offset,
+    compression, timestamp type, producer id, epoch and base sequence, and (as Kafka's cleaner
+    does) the original last offset delta, so the batch still spans the sequence numbers its
+    producer sent and a restarted broker rebuilds the same producer state.
+    """
+    builder = _builder(
+        original.compression_type,
+        original.producer_id,
+        original.producer_epoch,
+        original.base_sequence,
+    )
+    base = original.base_offset
+    for r in kept:
+        builder.append(
+            r.offset - base, timestamp=r.timestamp, key=r.key, value=r.value, headers=r.headers
+        )
+    buf = builder.build()
+    set_base_offset(buf, base)
+    set_leader_epoch(buf, original.leader_epoch)
+    _I32.pack_into(buf, LAST_OFFSET_DELTA_AT, original.last_offset_delta)
+    if original.timestamp_type:
+        set_log_append_time(buf, original.max_timestamp)
+    else:
+        _U32.pack_into(buf, CRC_AT, crc32c(memoryview(buf)[ATTRIBUTES_AT:]))
+    return bytes(buf)
+
+
+def batch_extent(buf: bytes | bytearray | memoryview, pos: int) -> tuple[int, int] | None:
     """(base offset, total size) of the batch starting at pos, or None if its prefix is cut off."""
     if len(buf) - pos < PREFIX_SIZE:
         return None
-    base_offset, length = struct.unpack_from(">qi", buf, pos)
+    base_offset, length = _PREFIX.unpack_from(buf, pos)
     return base_offset, PREFIX_SIZE + length
 
 
-def check_batch(data: bytes | memoryview) -> DefaultRecordBatch:
+def check_batch(data: bytes | bytearray | memoryview) -> DefaultRecordBatch:
     """Parse one whole batch and verify it, raising CorruptBatch on any damage."""
     if len(data) < MIN_BATCH_SIZE:
         raise CorruptBatch(f"batch of {len(data)} bytes is shorter than a batch header")
-    _base, length, _epoch, magic = _PREFIX.unpack_from(data, 0)
+    _base, length = _PREFIX.unpack_from(data, 0)
     if PREFIX_SIZE + length != len(data):
         raise CorruptBatch("batch length does not match its extent")
+    magic = data[MAGIC_AT]
     if magic != MAGIC:
         raise CorruptBatch(f"magic {magic}, expected {MAGIC}")
-    batch = DefaultRecordBatch(bytes(data))
-    if not batch.validate_crc():
+    if not crc_valid(data):
         raise CorruptBatch("CRC-32C mismatch")
-    return batch
+    return DefaultRecordBatch(data)
 
 
-def decode_batch(data: bytes | memoryview) -> Iterator[StoredRecord]:
+def decode_batch(data: bytes | bytearray | memoryview) -> Iterator[StoredRecord]:
     batch = check_batch(data)
     try:
         for r in batch:
-            yield StoredRecord(r.offset, r.timestamp, bytes(r.key), _opt_bytes(r.value))
+            yield StoredRecord(r.offset, r.timestamp, _opt_bytes(r.key), _opt_bytes(r.value))
     except Exception as exc:  # a CRC-valid batch whose records do not parse
         raise CorruptBatch(f"undecodable records: {exc!r}") from exc
 
 
-def _opt_bytes(value: bytes | None) -> bytes | None:
+def iter_batches(data: bytes | bytearray | memoryview) -> Iterator[memoryview]:
+    """The whole batches of a buffer, in order; a cut-off tail is left out."""
+    view = memoryview(data)
+    pos = 0
+    end = len(view)
+    while pos < end:
+        extent = batch_extent(view, pos)
+        if extent is None or extent[1] < MIN_BATCH_SIZE or pos + extent[1] > end:
+            return
+        yield view[pos : pos + extent[1]]
+        pos += extent[1]
+
+
+def _opt_bytes(value: Any) -> Any:
     return None if value is None else bytes(value)

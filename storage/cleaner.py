@@ -1,13 +1,18 @@
-"""Log compaction: rewrite a partition's closed segments keeping the latest value per key.
+"""Log compaction: rewrite a log's closed segments keeping the latest value per key.
 
-Tombstones (null values) whose key has nothing newer are kept for
-`log.cleaner.delete.retention.ms` after they were written, so a reader that replays the log
-meanwhile still learns of the deletion, then dropped. The active segment is never touched.
+Any compacted log: `__consumer_offsets` and topics with `cleanup.policy=compact`. Each batch
+keeps its identity (base offset, compression, producer id, epoch and sequence range; see
+`batch.rebuild_batch`) and loses the records a newer one with the same key supersedes.
+Tombstones (null values) whose key has nothing newer are kept for `delete.retention.ms`
+after they were written, so a reader that replays the log meanwhile still learns of the
+deletion, then dropped. Records without a key cannot be compacted and are dropped, as
+Kafka's cleaner does. The active segment is never touched.
 
-The cleaned records go to `B-E.log.cleaned`, fsync'd, renamed to `B-E.log.swap` (the commit
-point), and swapped in: the segments in [B, E) are removed and the swap file becomes
-`B.log`. A crash at any step leaves a log that opens to the same records (see
-PartitionLog.open). The work runs in a thread; only the swap holds the log's lock.
+The work (`prepare`) runs in a thread over the closed segments, which nothing else writes:
+cleaned records go to `B-E.log.cleaned`, are fsync'd and renamed to `B-E.log.swap` (the commit
+point). The swap-in (`PartitionLog.replace_closed`) runs on the event loop, where every other
+change to the segment list happens. A crash at any step leaves a log that opens to the same
+records (see PartitionLog.open).
 """
 
 from __future__ import annotations
@@ -16,28 +21,37 @@ import os
 import time
 from dataclasses import dataclass
 
-from minicoord.storage.batch import StoredRecord, batch_extent, decode_batch, encode_stored
+from minicoord.storage.batch import CorruptBatch, check_batch, rebuild_batch
 from minicoord.storage.partition_log import (
     CLEANED,
     SWAP,
     PartitionLog,
-    Segment,
     fsync_dir,
-    records_of,
-    segment_name,
+    read_batches,
+    scan_batches,
     swap_name,
 )
+from minicoord.storage.segment import FileSegment, MemorySegment, Segment
 
 
 @dataclass(frozen=True, slots=True)
 class CleanResult:
-    partition: int
+    name: str
     segments_cleaned: int
     bytes_before: int
     bytes_after: int
     records_before: int
     records_after: int
     seconds: float
+
+
+@dataclass(frozen=True, slots=True)
+class PreparedClean:
+    """A finished cleaning waiting to be swapped in."""
+
+    closed: list[Segment]
+    cleaned: Segment
+    result: CleanResult
 
 
 def dirty_ratio(plog: PartitionLog) -> float:
@@ -50,62 +64,129 @@ def dirty_ratio(plog: PartitionLog) -> float:
     return max(0, closed_bytes - plog.cleaned_bytes) / closed_bytes
 
 
-def clean(plog: PartitionLog, now_ms: int, delete_retention_ms: int) -> CleanResult | None:
+def prepare(plog: PartitionLog, now_ms: int, delete_retention_ms: int) -> PreparedClean | None:
+    """Clean the closed segments into a new one (blocking: runs in a worker thread)."""
     started = time.perf_counter()
     with plog.lock:
         segments = list(plog.segments)
+        active_size = segments[-1].size
     closed, active = segments[:-1], segments[-1]
-    if not closed:
+    if not closed or any(s.unwritten for s in closed):
+        # Nothing to clean, or (flush policy none) bytes not yet in the files: next round.
         return None
     # The newest offset of every key in the whole log, the active segment included.
     latest: dict[bytes, int] = {}
-    for segment in segments:
-        for record in records_of(segment.path.read_bytes()):
-            latest[record.key] = record.offset
-    out = bytearray()
-    before = after = 0
     for segment in closed:
-        data = segment.path.read_bytes()
-        pos = 0
-        while pos < len(data):
-            extent = batch_extent(data, pos)
-            assert extent is not None
-            kept: list[StoredRecord] = []
-            for r in decode_batch(memoryview(data)[pos : pos + extent[1]]):
-                before += 1
-                if latest[r.key] != r.offset:
-                    continue
-                if r.value is None and r.timestamp + delete_retention_ms <= now_ms:
-                    continue
-                kept.append(r)
-            if kept:
-                out += encode_stored(kept)
-                after += len(kept)
-            pos += extent[1]
+        with segment.reading() as read:
+            for data in read_batches(read, segment.size):
+                for record in _records(data):
+                    if record.key is not None:
+                        latest[bytes(record.key)] = record.offset
+    # Of the active segment, what reached the file is enough: a newer record missed here only
+    # means an older one is kept a while longer.
+    with active.reading() as read:
+        for data in read_batches(read, active_size):
+            for record in _records(data):
+                if record.key is not None:
+                    latest[bytes(record.key)] = record.offset
+
     base, end = closed[0].base_offset, active.base_offset
-    directory = plog.directory
-    cleaned = directory / swap_name(base, end, CLEANED)
-    with open(cleaned, "wb") as f:
-        f.write(out)
-        f.flush()
-        os.fsync(f.fileno())
-    swap = directory / swap_name(base, end, SWAP)
-    os.replace(cleaned, swap)
-    fsync_dir(directory)
-    target = directory / segment_name(base)
-    with plog.lock:
-        for segment in closed[1:]:
-            segment.path.unlink()
-        os.replace(swap, target)
-        fsync_dir(directory)
-        plog.segments[: len(closed)] = [Segment(target, base, len(out))]
-        plog.cleaned_bytes = len(out)
-    return CleanResult(
-        plog.partition,
+    out = _Output(plog, base, end)
+    before = after = 0
+    try:
+        for segment in closed:
+            with segment.reading() as read:
+                for data in read_batches(read, segment.size):
+                    batch = check_batch(data)
+                    kept = []
+                    count = 0
+                    for r in batch:
+                        count += 1
+                        if r.key is None or latest.get(bytes(r.key)) != r.offset:
+                            continue
+                        if r.value is None and r.timestamp + delete_retention_ms <= now_ms:
+                            continue
+                        kept.append(r)
+                    before += count
+                    if not kept:
+                        continue
+                    after += len(kept)
+                    # An untouched batch is copied as it is: no re-encoding, same bytes.
+                    out.write(bytes(data) if len(kept) == count else rebuild_batch(batch, kept))
+        cleaned = out.finish()
+    except BaseException:
+        out.abandon()
+        raise
+    cleaned.next_offset = max(cleaned.next_offset, closed[-1].next_offset)
+    result = CleanResult(
+        plog.name,
         len(closed),
         sum(s.size for s in closed),
-        len(out),
+        cleaned.size,
         before,
         after,
         time.perf_counter() - started,
     )
+    return PreparedClean(closed, cleaned, result)
+
+
+def clean(plog: PartitionLog, now_ms: int, delete_retention_ms: int) -> CleanResult | None:
+    """Prepare and swap in, in the calling thread (offline tools, tests)."""
+    prepared = prepare(plog, now_ms, delete_retention_ms)
+    if prepared is None:
+        return None
+    plog.replace_closed(prepared.closed, prepared.cleaned)
+    return prepared.result
+
+
+def _records(data: memoryview):  # type: ignore[no-untyped-def]
+    try:
+        yield from check_batch(data)
+    except Exception as exc:  # a CRC-valid batch whose records do not parse
+        raise CorruptBatch(f"undecodable records: {exc!r}") from exc
+
+
+class _Output:
+    """Where cleaned batches go: `B-E.log.cleaned` on disk, or a buffer for an in-memory log."""
+
+    def __init__(self, plog: PartitionLog, base: int, end: int) -> None:
+        self.base = base
+        self.directory = plog.directory
+        self.buf = bytearray()
+        self.size = 0
+        self.fd: int | None = None
+        if self.directory is not None:
+            self.path = self.directory / swap_name(base, end, CLEANED)
+            self.swap = self.directory / swap_name(base, end, SWAP)
+            self.fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+
+    def write(self, data: bytes) -> None:
+        self.size += len(data)
+        if self.fd is None:
+            self.buf += data
+            return
+        view = memoryview(data)
+        while view:
+            view = view[os.write(self.fd, view) :]
+
+    def finish(self) -> Segment:
+        if self.fd is None:
+            segment: Segment = MemorySegment(self.base, bytes(self.buf))
+            scan_batches(segment.read, self.size, self.base, segment, verify=False)
+            return segment
+        os.fsync(self.fd)
+        os.close(self.fd)
+        self.fd = None
+        os.replace(self.path, self.swap)
+        assert self.directory is not None
+        fsync_dir(self.directory)
+        segment = FileSegment(self.swap, self.base, self.size)
+        with segment.reading() as read:
+            scan_batches(read, self.size, self.base, segment, verify=False)
+        return segment
+
+    def abandon(self) -> None:
+        if self.fd is not None:
+            os.close(self.fd)
+            self.fd = None
+            self.path.unlink(missing_ok=True)

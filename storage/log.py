@@ -1,15 +1,16 @@
-"""The durable `__consumer_offsets` store: one PartitionLog per offsets partition.
+"""Every log of the node: one PartitionLog per topic partition, on disk or in memory.
 
-The broker hands it every record of a group of requests at once (group commit): one batch
-per touched partition is written with a single write() each; under the `fsync` policy the
-touched partitions are then fsync'd (off the event loop) before any reply of the group is
-released. What each policy promises:
+`__consumer_offsets` partitions, user topics and the cluster metadata log are all logs here,
+in Kafka's layout (`DIR/TOPIC-PARTITION/00000000000000000000.log`). The broker accepts
+batches into logs as requests arrive; at the end of each event-loop turn it asks this manager
+to make them as durable as the flush policy promises (group commit: one write per touched
+segment), then commits them (consumers may read them) and releases the replies:
 
-- `write` (default): records are written to the OS before the reply, so an acknowledged
-  commit survives the process being killed (not a power loss).
-- `fsync`: records are fsync'd before the reply: an acknowledged commit survives power loss.
-- `none`: records are buffered in the process and written about once a second or on a clean
-  shutdown; a killed process loses what was still buffered. Fastest; promises nothing.
+- `write` (default): written to the OS before the reply: an acknowledged commit or message
+  survives the process being killed (not a power loss).
+- `fsync`: fsync'd before the reply (off the event loop): survives power loss too.
+- `none`: kept in the process and written about once a second or at a clean shutdown; a
+  killed process loses what was still buffered. Readers see it at once either way.
 """
 
 from __future__ import annotations
@@ -17,15 +18,20 @@ from __future__ import annotations
 import fcntl
 import logging
 import os
-from collections.abc import Iterable, Iterator
+import re
+from collections.abc import Iterable
 from enum import Enum
 from pathlib import Path
 
-from minicoord.protocol.records import Record
-from minicoord.storage.batch import StoredRecord
-from minicoord.storage.partition_log import PartitionLog, partition_dir, partitions_in
+from minicoord.storage.checkpoints import LOG_START_OFFSET_CHECKPOINT, read_offsets, write_offsets
+from minicoord.storage.partition_log import BatchCallback, PartitionLog, WriteMark
 
 log = logging.getLogger("minicoord.storage")
+
+OFFSETS_TOPIC = "__consumer_offsets"
+_LOG_DIR = re.compile(r"(.+)-(\d+)")
+
+TopicPartition = tuple[str, int]
 
 
 class StoreError(Exception):
@@ -38,109 +44,186 @@ class FlushPolicy(Enum):
     NONE = "none"
 
 
-class DurableStore:
-    def __init__(
-        self,
-        data_dir: Path,
-        num_partitions: int,
-        policy: FlushPolicy = FlushPolicy.WRITE,
-        segment_bytes: int = 8 * 1024 * 1024,
-    ) -> None:
+def log_dir(data_dir: Path, topic: str, partition: int) -> Path:
+    return data_dir / f"{topic}-{partition}"
+
+
+def logs_in(data_dir: Path) -> list[TopicPartition]:
+    """The topic partitions that have a log directory under data_dir."""
+    found = []
+    for entry in data_dir.iterdir() if data_dir.is_dir() else ():
+        match = _LOG_DIR.fullmatch(entry.name)
+        if match and entry.is_dir():
+            found.append((match.group(1), int(match.group(2))))
+    return sorted(found)
+
+
+class LogManager:
+    def __init__(self, data_dir: Path | None, policy: FlushPolicy = FlushPolicy.WRITE) -> None:
+        """Logs under `data_dir`, or in memory when it is None."""
         self.data_dir = data_dir
-        self.num_partitions = num_partitions
         self.policy = policy
-        self.segment_bytes = segment_bytes
-        self.logs: dict[int, PartitionLog] = {}
-        # Under `none`, records waiting for the periodic write, per partition.
-        self._buffered: dict[int, list[tuple[Record, int]]] = {}
+        self.logs: dict[TopicPartition, PartitionLog] = {}
+        # Logs with batches accepted since the last flush, and (policy none) those whose
+        # bytes are still only in the process.
+        self._touched: dict[TopicPartition, PartitionLog] = {}
+        self._buffered: dict[TopicPartition, PartitionLog] = {}
         self._lock_fd: int | None = None
+        self._start_offsets: dict[TopicPartition, int] = {}
+        self._start_offsets_saved: dict[TopicPartition, int] = {}
+
+    @property
+    def in_memory(self) -> bool:
+        return self.data_dir is None
 
     def lock(self) -> None:
         """Take the data directory for this process; a second server on it would corrupt it."""
+        if self.data_dir is None:
+            return
         self.data_dir.mkdir(parents=True, exist_ok=True)
         fd = os.open(self.data_dir / ".lock", os.O_RDWR | os.O_CREAT, 0o644)
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
             os.close(fd)
-            raise StoreError(f"{self.data_dir} is in use by another minicoord process") from None
-        self._lock_fd = fd
-
-    def partitions_on_disk(self) -> list[int]:
-        found = partitions_in(self.data_dir)
-        beyond = [p for p in found if p >= self.num_partitions]
-        if beyond:
-            # Group -> partition mapping depends on the partition count; a log written with
-            # more partitions would put groups where no request would look for them.
             raise StoreError(
-                f"{self.data_dir} holds offsets partition {max(beyond)} but "
-                f"offsets.topic.num.partitions is {self.num_partitions}"
-            )
-        return sorted(found)
+                f"{self.data_dir} is in use by another minicoord process (stop it first)"
+            ) from None
+        self._lock_fd = fd
+        self._start_offsets = self._read_start_offsets()
+        self._start_offsets_saved = dict(self._start_offsets)
+
+    def release_lock(self) -> None:
+        if self._lock_fd is not None:
+            os.close(self._lock_fd)
+            self._lock_fd = None
+
+    def on_disk(self) -> list[TopicPartition]:
+        return logs_in(self.data_dir) if self.data_dir is not None else []
+
+    # -- opening, creating, deleting ---------------------------------------------------------
+
+    def open_log(
+        self,
+        topic: str,
+        partition: int,
+        segment_bytes: int,
+        on_batch: BatchCallback | None = None,
+    ) -> PartitionLog:
+        """Open (verifying, maybe truncating) a log, creating it if absent; CorruptLog if it
+        cannot be. Blocking: the loader runs it in a worker thread, then `install`s the log."""
+        directory = None if self.data_dir is None else log_dir(self.data_dir, topic, partition)
+        plog = PartitionLog(
+            directory,
+            f"{topic}-{partition}",
+            segment_bytes,
+            self._start_offsets.get((topic, partition), 0),
+        )
+        plog.open(on_batch)
+        return plog
+
+    def install(self, topic: str, partition: int, plog: PartitionLog) -> None:
+        self.logs[(topic, partition)] = plog
+
+    def create_log(self, topic: str, partition: int, segment_bytes: int) -> PartitionLog:
+        """A new, empty log (CreateTopics, CreatePartitions); any leftover directory goes."""
+        if self.data_dir is not None:
+            stale = log_dir(self.data_dir, topic, partition)
+            if stale.exists():
+                PartitionLog(stale, "", segment_bytes).delete()
+        self._start_offsets.pop((topic, partition), None)
+        plog = self.open_log(topic, partition, segment_bytes)
+        self.install(topic, partition, plog)
+        return plog
+
+    def get(self, topic: str, partition: int) -> PartitionLog | None:
+        return self.logs.get((topic, partition))
+
+    def get_or_open(self, topic: str, partition: int, segment_bytes: int) -> PartitionLog:
+        plog = self.logs.get((topic, partition))
+        if plog is None:
+            plog = self.open_log(topic, partition, segment_bytes)
+            self.install(topic, partition, plog)
+        return plog
+
+    def delete_log(self, topic: str, partition: int) -> None:
+        key = (topic, partition)
+        plog = self.logs.pop(key, None)
+        self._touched.pop(key, None)
+        self._buffered.pop(key, None)
+        if plog is None and self.data_dir is not None:
+            plog = PartitionLog(log_dir(self.data_dir, topic, partition), "", 1)
+        if plog is not None:
+            plog.delete()
+        if self._start_offsets.pop(key, None) is not None:
+            self.save_start_offsets()
+
+    # -- the write path ----------------------------------------------------------------------
+
+    def touched(self, topic: str, partition: int, plog: PartitionLog) -> None:
+        """A batch was accepted into this log in the current turn."""
+        self._touched[(topic, partition)] = plog
+
+    @property
+    def has_touched(self) -> bool:
+        return bool(self._touched)
 
     @property
     def needs_sync(self) -> bool:
         return self.policy is FlushPolicy.FSYNC
 
-    def open_partition(self, partition: int) -> PartitionLog:
-        """Open (verifying, maybe truncating) one partition's log; CorruptLog if it cannot be."""
-        plog = PartitionLog(partition_dir(self.data_dir, partition), partition, self.segment_bytes)
-        plog.open()
-        self.logs[partition] = plog
-        return plog
+    def write_out(self) -> list[tuple[PartitionLog, WriteMark]]:
+        """Write (or, under `none`, only mark) what this turn accepted; the marks to commit
+        once durable."""
+        touched, self._touched = self._touched, {}
+        if self.policy is FlushPolicy.NONE and self.data_dir is not None:
+            self._buffered.update(touched)
+            return [(plog, plog.mark()) for plog in touched.values()]
+        return [(plog, plog.write_out()) for plog in touched.values()]
 
-    def replay(self, partition: int) -> Iterator[StoredRecord]:
-        return self.logs[partition].read()
-
-    def append(self, records: Iterable[tuple[int, Record]], timestamp: int) -> set[int]:
-        """Write records, one batch per partition; returns the partitions written to the OS."""
-        by_partition: dict[int, list[Record]] = {}
-        for partition, record in records:
-            by_partition.setdefault(partition, []).append(record)
-        if self.policy is FlushPolicy.NONE:
-            for partition, batch in by_partition.items():
-                self._buffered.setdefault(partition, []).extend((r, timestamp) for r in batch)
-            return set()
-        for partition, batch in by_partition.items():
-            self._log(partition).append(batch, timestamp)
-        return set(by_partition)
-
-    def sync(self, partitions: Iterable[int]) -> None:
-        """fsync the given partitions (blocking: the broker runs this off the event loop)."""
-        for partition in partitions:
-            self.logs[partition].flush()
+    @staticmethod
+    def sync(marks: Iterable[tuple[PartitionLog, WriteMark]]) -> None:
+        """fsync what the marks cover (blocking: the broker runs this off the event loop)."""
+        for plog, mark in marks:
+            plog.sync(mark)
 
     def write_buffered(self) -> None:
-        """Under `none`: write what is buffered (the periodic flush, and at shutdown)."""
+        """Under `none`: hand what is buffered to the OS (the periodic flush, and at shutdown)."""
         buffered, self._buffered = self._buffered, {}
-        for partition, entries in buffered.items():
-            # Records keep the timestamp of the request that made them; a batch has one, so
-            # consecutive runs with the same timestamp share a batch.
-            run: list[Record] = []
-            run_ts = None
-            for record, ts in entries:
-                if run and ts != run_ts:
-                    self._log(partition).append(run, run_ts or 0)
-                    run = []
-                run.append(record)
-                run_ts = ts
-            if run:
-                self._log(partition).append(run, run_ts or 0)
+        for plog in buffered.values():
+            plog.write_out()
 
-    def _log(self, partition: int) -> PartitionLog:
-        plog = self.logs.get(partition)
-        if plog is None:
-            plog = self.open_partition(partition)
-        return plog
+    # -- log start offsets -------------------------------------------------------------------
+
+    def note_start_offset(self, topic: str, partition: int, offset: int) -> None:
+        """Remember a log start offset moved by DeleteRecords or retention."""
+        self._start_offsets[(topic, partition)] = offset
+
+    def save_start_offsets(self) -> None:
+        if self.data_dir is None or self._start_offsets == self._start_offsets_saved:
+            return
+        write_offsets(self.data_dir / LOG_START_OFFSET_CHECKPOINT, self._start_offsets)
+        self._start_offsets_saved = dict(self._start_offsets)
+
+    def _read_start_offsets(self) -> dict[TopicPartition, int]:
+        assert self.data_dir is not None
+        try:
+            return read_offsets(self.data_dir / LOG_START_OFFSET_CHECKPOINT)
+        except ValueError as exc:
+            # Losing it only re-exposes records below a deleted point; refusing to start
+            # over it would be worse. Say so.
+            log.error("ignoring %s", exc)
+            return {}
+
+    # -- shutdown ----------------------------------------------------------------------------
 
     def close(self) -> None:
         self.write_buffered()
         for plog in self.logs.values():
             plog.flush()
             plog.close()
-        if self._lock_fd is not None:
-            os.close(self._lock_fd)
-            self._lock_fd = None
+        self.save_start_offsets()
+        self.release_lock()
 
     def size_bytes(self) -> int:
         return sum(p.size_bytes for p in self.logs.values())

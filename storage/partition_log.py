@@ -1,12 +1,22 @@
-"""One `__consumer_offsets` partition on disk: a directory of segments named by base offset.
+"""One topic partition's log: segments of RecordBatch v2 batches, named by base offset.
 
-Rules it keeps:
+The same engine carries `__consumer_offsets` (the coordinator's records), user topics
+(producers' batches) and the cluster metadata log. Rules it keeps:
+
+- Offsets are assigned when a batch is accepted (`reserve`): its base offset is rewritten in
+  place and the log end offset moves on at once, so a producer's next batch, pipelined behind
+  it, is checked against it. The bytes reach the OS at the end of the event-loop turn
+  (`write_out`, one write per segment for every batch of the turn) and become visible to
+  consumers only when `commit` moves the high watermark past them, which the broker does once
+  they are as durable as `log.flush.policy` promises. A consumer never reads what a crash
+  could take back.
 - Appends go to the last (active) segment only; a segment is closed when the next batch would
-  take it past `segment_bytes`, and closed segments change only by the cleaner's atomic swap.
+  take it past `segment_bytes`. Closed segments change only by the cleaner's atomic swap or
+  by being deleted whole (retention, DeleteRecords).
 - Opening a log verifies every batch. A damaged batch with no valid batch after it (a torn
   write, a flipped bit in the last batch) is the tail: it is cut off, with a log line naming
   the file and position. A damaged batch with valid data after it is corruption that cannot be
-  repaired without losing acknowledged records: opening fails with `CorruptLog` and nothing is
+  repaired without losing acknowledged records: opening fails with `CorruptLog`, nothing is
   skipped silently.
 - A cleaner swap is crash-safe: `B-E.log.cleaned` is an unfinished cleaning (deleted at
   open); `B-E.log.swap` is a finished one, replacing the segments with base offsets in
@@ -17,27 +27,51 @@ from __future__ import annotations
 
 import logging
 import os
-import re
+import shutil
+import struct
 import threading
-from collections.abc import Iterator, Sequence
+from bisect import bisect_right
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 from minicoord.protocol.records import Record
 from minicoord.storage.batch import (
+    HEADER_SIZE,
+    MIN_BATCH_SIZE,
+    PREFIX_SIZE,
+    BatchInfo,
     CorruptBatch,
     StoredRecord,
     batch_extent,
+    batch_info,
     check_batch,
     decode_batch,
     encode_batch,
+    iter_batches,
+    set_base_offset,
+    set_leader_epoch,
+)
+from minicoord.storage.segment import (
+    INDEX_INTERVAL_BYTES,
+    SUFFIX,
+    FileSegment,
+    MemorySegment,
+    Reader,
+    Segment,
+    segment_name,
 )
 
 log = logging.getLogger("minicoord.storage")
 
-SUFFIX = ".log"
 CLEANED = ".log.cleaned"
 SWAP = ".log.swap"
+# This node leads every partition in its only epoch; batches carry it, as Kafka's do.
+LEADER_EPOCH = 0
+# How much of a segment a scan reads at a time: opening a log never holds a whole segment.
+SCAN_CHUNK = 1 << 20
+
+BatchCallback = Callable[[BatchInfo], None]
 
 
 class CorruptLog(Exception):
@@ -46,10 +80,6 @@ class CorruptLog(Exception):
         self.path = path
         self.position = position
         self.reason = reason
-
-
-def segment_name(base_offset: int) -> str:
-    return f"{base_offset:020d}{SUFFIX}"
 
 
 def swap_name(base: int, end: int, suffix: str) -> str:
@@ -61,30 +91,6 @@ def swap_range(name: str) -> tuple[int, int]:
     return int(base), int(end)
 
 
-def partition_dir(data_dir: Path, partition: int) -> Path:
-    return data_dir / f"__consumer_offsets-{partition}"
-
-
-_PARTITION_DIR = re.compile(r"__consumer_offsets-(\d+)")
-
-
-def partitions_in(data_dir: Path) -> list[int]:
-    """The offsets partitions that have a directory under data_dir."""
-    found = []
-    for entry in data_dir.iterdir() if data_dir.is_dir() else ():
-        match = _PARTITION_DIR.fullmatch(entry.name)
-        if match and entry.is_dir():
-            found.append(int(match.group(1)))
-    return sorted(found)
-
-
-@dataclass(slots=True)
-class Segment:
-    path: Path
-    base_offset: int
-    size: int
-
-
 @dataclass(frozen=True, slots=True)
 class Truncation:
     path: Path
@@ -93,138 +99,417 @@ class Truncation:
     reason: str
 
 
+@dataclass(frozen=True, slots=True)
+class WriteMark:
+    """How far a write reached: the high watermark a later `commit` may move to."""
+
+    offset: int
+    segment: Segment
+    position: int
+    # Segments written since the last mark: what an fsync must cover.
+    written: tuple[Segment, ...]
+
+
 class PartitionLog:
-    def __init__(self, directory: Path, partition: int, segment_bytes: int) -> None:
+    def __init__(
+        self, directory: Path | None, name: str, segment_bytes: int, log_start_offset: int = 0
+    ) -> None:
+        """A log in `directory`, or in memory when it is None. Call `open` before use."""
         self.directory = directory
-        self.partition = partition
+        self.name = name  # TOPIC-PARTITION, for log lines
         self.segment_bytes = segment_bytes
         self.segments: list[Segment] = []
-        self.next_offset = 0
+        self._bases: list[int] = []
+        self.log_start_offset = log_start_offset
+        self.next_offset = 0  # the log end offset
+        self.high_watermark = 0
+        self._hw_segment: Segment | None = None
+        self._hw_position = 0
+        self._unwritten: list[Segment] = []
         self.truncations: list[Truncation] = []
         # Bytes at the head of the closed segments that the cleaner already compacted.
         self.cleaned_bytes = 0
-        self._fd: int | None = None
-        # Guards `segments` between the event loop (append, roll) and the cleaner thread.
+        # Guards `segments` between the event loop and the cleaner thread.
         self.lock = threading.Lock()
+
+    @property
+    def in_memory(self) -> bool:
+        return self.directory is None
 
     # -- opening and recovery ---------------------------------------------------------------
 
-    def open(self) -> None:
+    def open(self, on_batch: BatchCallback | None = None) -> None:
         """Find the segments, finish or drop interrupted cleanings, and check every batch.
 
-        Truncates a damaged tail; raises CorruptLog for damage before valid data.
+        Truncates a damaged tail; raises CorruptLog for damage before valid data. `on_batch`
+        sees every sound batch in order (producer state is rebuilt from it).
         """
-        self.directory.mkdir(parents=True, exist_ok=True)
-        self._finish_interrupted_swaps()
-        paths = sorted(self.directory.glob("*" + SUFFIX))
-        self.segments = [Segment(p, int(p.name[: -len(SUFFIX)]), p.stat().st_size) for p in paths]
-        if not self.segments:
-            self._new_segment(0)
-        for index, segment in enumerate(self.segments):
-            last = index == len(self.segments) - 1
-            self.next_offset = max(self.next_offset, self._verify(segment, last))
-        self._open_active()
+        directory = self.directory
+        if directory is None:
+            self._install([MemorySegment(self.log_start_offset)])
+            self.next_offset = self.log_start_offset
+        else:
+            directory.mkdir(parents=True, exist_ok=True)
+            self._finish_interrupted_swaps()
+            paths = sorted(directory.glob("*" + SUFFIX))
+            segments: list[Segment] = [
+                FileSegment(p, int(p.name[: -len(SUFFIX)]), p.stat().st_size) for p in paths
+            ]
+            if not segments:
+                segments = [FileSegment.create(directory, self.log_start_offset)]
+                fsync_dir(directory)
+            for index, segment in enumerate(segments):
+                assert isinstance(segment, FileSegment)
+                self._recover(segment, index == len(segments) - 1, on_batch)
+                self.next_offset = max(self.next_offset, segment.next_offset)
+            self._install(segments)
+        if self.log_start_offset < self.segments[0].base_offset:
+            self.log_start_offset = self.segments[0].base_offset
+        self.next_offset = max(self.next_offset, self.log_start_offset)
+        active = self.segments[-1]
+        self.high_watermark = self.next_offset
+        self._hw_segment, self._hw_position = active, active.size
 
-    def _verify(self, segment: Segment, last: bool) -> int:
-        """Check each batch; returns the offset after the segment's last record."""
-        data = segment.path.read_bytes()
-        scan = scan_segment(data, segment.base_offset)
+    def _install(self, segments: list[Segment]) -> None:
+        self.segments = segments
+        self._bases = [s.base_offset for s in segments]
+
+    def _recover(self, segment: FileSegment, last: bool, on_batch: BatchCallback | None) -> None:
+        size = segment.path.stat().st_size
+        scan = scan_batches(segment.read, size, segment.base_offset, segment, on_batch)
         if scan.damage_at is not None:
             assert scan.reason is not None
             if not last or scan.valid_after:
                 raise CorruptLog(segment.path, scan.damage_at, scan.reason)
-            self._truncate(segment, scan.damage_at, len(data) - scan.damage_at, scan.reason)
-        return scan.next_offset
-
-    def _truncate(self, segment: Segment, position: int, removed: int, reason: str) -> None:
-        log.warning(
-            "truncating %s at byte %d (%d bytes dropped): %s",
-            segment.path,
-            position,
-            removed,
-            reason,
-        )
-        with open(segment.path, "r+b") as f:
-            f.truncate(position)
-            f.flush()
-            os.fsync(f.fileno())
-        segment.size = position
-        self.truncations.append(Truncation(segment.path, position, removed, reason))
+            log.warning(
+                "truncating %s at byte %d (%d bytes dropped): %s",
+                segment.path,
+                scan.damage_at,
+                size - scan.damage_at,
+                scan.reason,
+            )
+            segment.truncate(scan.damage_at)
+            self.truncations.append(
+                Truncation(segment.path, scan.damage_at, size - scan.damage_at, scan.reason)
+            )
+        segment.next_offset = max(segment.next_offset, scan.next_offset)
 
     def _finish_interrupted_swaps(self) -> None:
-        for cleaned in self.directory.glob("*" + CLEANED):
+        directory = self.directory
+        assert directory is not None
+        for cleaned in directory.glob("*" + CLEANED):
             cleaned.unlink()
-        for swap in self.directory.glob("*" + SWAP):
+        for swap in directory.glob("*" + SWAP):
             base, end = swap_range(swap.name)
-            for path in self.directory.glob("*" + SUFFIX):
+            for path in directory.glob("*" + SUFFIX):
                 other = int(path.name[: -len(SUFFIX)])
                 if base < other < end:
                     path.unlink()
-            os.replace(swap, self.directory / segment_name(base))
-        fsync_dir(self.directory)
+            os.replace(swap, directory / segment_name(base))
+        fsync_dir(directory)
 
     # -- appending --------------------------------------------------------------------------
 
-    def append(self, records: Sequence[Record], timestamp: int) -> int:
-        """Write one batch; returns its base offset. Written to the OS, not yet fsync'd."""
+    def reserve(self, batch: bytearray, info: BatchInfo) -> int:
+        """Accept a validated batch: assign its offsets and queue its bytes; returns its base.
+
+        The caller has checked the batch (`info` is its header); this rewrites only the
+        fields outside its CRC.
+        """
         base = self.next_offset
-        data = encode_batch(base, records, timestamp)
+        set_base_offset(batch, base)
+        set_leader_epoch(batch, LEADER_EPOCH)
+        size = len(batch)
         active = self.segments[-1]
-        if active.size and active.size + len(data) > self.segment_bytes:
-            self._roll(base)
-            active = self.segments[-1]
-        assert self._fd is not None
-        view = memoryview(data)
-        while view:
-            written = os.write(self._fd, view)
-            view = view[written:]
-        active.size += len(data)
-        self.next_offset = base + len(records)
+        if active.size and active.size + size > self.segment_bytes:
+            active = self._roll(base)
+        position = active.size
+        active.append(batch)
+        if not self._unwritten or self._unwritten[-1] is not active:
+            self._unwritten.append(active)
+        nxt = base + info.last_offset_delta + 1
+        active.note_batch(position, base, nxt, info.max_timestamp, size)
+        self.next_offset = nxt
         return base
 
+    def append(self, records: Sequence[Record], timestamp: int) -> int:
+        """Append the coordinator's records as one uncompressed batch; returns its base offset."""
+        data = encode_batch(self.next_offset, records, timestamp)
+        return self.reserve(data, batch_info(data))
+
+    @property
+    def dirty(self) -> bool:
+        """Bytes accepted but not yet handed to the OS."""
+        return bool(self._unwritten)
+
+    def write_out(self) -> WriteMark:
+        """Write every queued batch to the OS (one write per segment); where that reached."""
+        written = tuple(self._unwritten)
+        for segment in written:
+            segment.write_out()
+        self._unwritten = []
+        active = self.segments[-1]
+        return WriteMark(self.next_offset, active, active.size, written)
+
+    def mark(self) -> WriteMark:
+        """Where the log ends now, writing nothing (flush policy `none`)."""
+        active = self.segments[-1]
+        return WriteMark(self.next_offset, active, active.size, ())
+
     def flush(self) -> None:
-        if self._fd is not None:
-            os.fsync(self._fd)
+        """Write out and fsync everything (a clean shutdown, the offline tools)."""
+        self.write_out()
+        for segment in self.segments:
+            segment.sync()
+
+    @staticmethod
+    def sync(mark: WriteMark) -> None:
+        """fsync what a write reached (blocking: run off the event loop)."""
+        for segment in mark.written:
+            segment.sync()
+
+    def commit(self, mark: WriteMark) -> int:
+        """Move the high watermark to a durable mark; returns the bytes newly visible."""
+        if mark.offset <= self.high_watermark:
+            return 0
+        gained = self._bytes_between(self._hw_segment, self._hw_position, mark)
+        self.high_watermark = mark.offset
+        self._hw_segment, self._hw_position = mark.segment, mark.position
+        return gained
+
+    def _bytes_between(self, segment: Segment | None, position: int, mark: WriteMark) -> int:
+        if segment is mark.segment:
+            return mark.position - position
+        total = mark.position
+        if segment is not None:
+            total += segment.size - position
+            with self.lock:
+                inside = False
+                for s in self.segments:
+                    if s is mark.segment:
+                        break
+                    if inside:
+                        total += s.size
+                    inside = inside or s is segment
+        return total
 
     def roll(self) -> None:
         """Close the active segment now (offline compaction cleans everything this way)."""
         if self.segments[-1].size:
             self._roll(self.next_offset)
 
-    def _roll(self, base_offset: int) -> None:
-        self.flush()
+    def _roll(self, base_offset: int) -> Segment:
+        directory = self.directory
+        segment: Segment
+        if directory is None:
+            segment = MemorySegment(base_offset)
+        else:
+            segment = FileSegment.create(directory, base_offset)
+            fsync_dir(directory)
         with self.lock:
-            self._new_segment(base_offset)
-        self._open_active()
-
-    def _new_segment(self, base_offset: int) -> None:
-        path = self.directory / segment_name(base_offset)
-        path.touch()
-        fsync_dir(self.directory)
-        self.segments.append(Segment(path, base_offset, 0))
-
-    def _open_active(self) -> None:
-        if self._fd is not None:
-            os.close(self._fd)
-        self._fd = os.open(self.segments[-1].path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
-
-    def close(self) -> None:
-        if self._fd is not None:
-            os.close(self._fd)
-            self._fd = None
+            self.segments.append(segment)
+            self._bases.append(base_offset)
+        return segment
 
     # -- reading ----------------------------------------------------------------------------
 
-    def read(self) -> Iterator[StoredRecord]:
+    def read(self, offset: int, max_bytes: int, min_one: bool = True) -> bytes:
+        """Whole batches from the one holding `offset`, up to `max_bytes`, below the high
+        watermark, from one segment (as Kafka reads). With `min_one` the first batch is
+        returned even when it alone is larger than `max_bytes` (KIP-74), so a consumer can
+        always make progress."""
+        if offset >= self.high_watermark or offset < self.log_start_offset:
+            return b""
+        with self.lock:
+            segment = self.segments[max(bisect_right(self._bases, offset) - 1, 0)]
+        end = self._hw_position if segment is self._hw_segment else segment.size
+        pos = segment.index_lookup(offset)
+        window = max_bytes + INDEX_INTERVAL_BYTES + HEADER_SIZE
+        chunk_at, chunk = pos, segment.read(pos, min(end - pos, window))
+        # Walk batch headers from the index entry to the batch that holds `offset`.
+        while True:
+            if pos + _LOCATE.size > end:
+                return b""
+            if pos - chunk_at + _LOCATE.size > len(chunk):
+                chunk_at, chunk = pos, segment.read(pos, min(end - pos, window))
+            base, length, last_delta = _LOCATE.unpack_from(chunk, pos - chunk_at)
+            if base + last_delta >= offset:
+                break
+            pos += PREFIX_SIZE + length
+        start = pos
+        taken = 0
+        while pos + PREFIX_SIZE <= end:
+            if pos - chunk_at + PREFIX_SIZE > len(chunk):
+                if taken:
+                    break
+                chunk_at, chunk = pos, segment.read(pos, min(end - pos, window))
+            _base, length = _PREFIX.unpack_from(chunk, pos - chunk_at)
+            size = PREFIX_SIZE + length
+            if taken + size > max_bytes or pos + size > end:
+                if taken or not min_one or pos + size > end:
+                    break
+                return segment.read(start, size)
+            taken += size
+            pos += size
+        if not taken:
+            return b""
+        rel = start - chunk_at
+        if rel >= 0 and rel + taken <= len(chunk):
+            return chunk[rel : rel + taken]
+        return segment.read(start, taken)
+
+    def records(self) -> Iterator[StoredRecord]:
         """Every record, oldest first (the log must have been opened and so verified)."""
+        for data in self.batches():
+            yield from decode_batch(data)
+
+    def batches(self, from_offset: int = 0) -> Iterator[memoryview]:
+        """Every whole batch from the segment holding `from_offset` on, up to the log end."""
+        with self.lock:
+            i = max(bisect_right(self._bases, from_offset) - 1, 0)
+            segments = list(self.segments[i:])
+        for segment in segments:
+            yield from read_batches(segment.read, segment.size)
+
+    def offset_for_timestamp(self, timestamp: int) -> tuple[int, int] | None:
+        """(offset, timestamp) of the first record at or after `timestamp`, below the high
+        watermark; None if there is none."""
+        for data in self.batches(self.log_start_offset):
+            info = batch_info(data)
+            if info.base_offset >= self.high_watermark:
+                return None
+            if info.max_timestamp < timestamp:
+                continue
+            for record in check_batch(data):
+                if record.offset >= self.log_start_offset and record.timestamp >= timestamp:
+                    return record.offset, record.timestamp
+        return None
+
+    def max_timestamp(self) -> tuple[int, int] | None:
+        """(offset, timestamp) of the record with the largest timestamp (the earliest such
+        record if several share it), or None for an empty log."""
+        best: tuple[int, int] | None = None  # (timestamp, base offset of its batch)
         with self.lock:
             segments = list(self.segments)
         for segment in segments:
-            yield from records_of(segment.path.read_bytes())
+            if segment.max_timestamp_offset >= 0 and (
+                best is None or segment.max_timestamp > best[0]
+            ):
+                best = (segment.max_timestamp, segment.max_timestamp_offset)
+        if best is None:
+            return None
+        for data in self.batches(best[1]):
+            for record in check_batch(data):
+                if record.timestamp == best[0] and record.offset >= self.log_start_offset:
+                    return record.offset, record.timestamp
+            break
+        return None
+
+    # -- removing data ----------------------------------------------------------------------
+
+    def advance_start(self, offset: int) -> list[Segment]:
+        """Move the log start offset (DeleteRecords); returns the segments dropped whole."""
+        if offset <= self.log_start_offset:
+            return []
+        self.log_start_offset = offset
+        return self._drop_segments(lambda s: s.next_offset <= offset)
+
+    def apply_retention(self, now: int, retention_ms: int, retention_bytes: int) -> list[Segment]:
+        """Delete segments past `retention.ms` (by their newest timestamp) or beyond
+        `retention.bytes` (oldest first); -1 turns either off. The log start moves with them.
+
+        As in Kafka, the active segment goes too once all of it is expired (the log rolls a
+        new, empty one), so a quiet topic's old messages do not outlive retention.ms.
+        """
+        excess = self.size_bytes - retention_bytes if retention_bytes >= 0 else 0
+
+        def expired(segment: Segment) -> bool:
+            nonlocal excess
+            if retention_bytes >= 0 and excess >= segment.size:
+                excess -= segment.size
+                return True
+            return retention_ms >= 0 and 0 <= segment.max_timestamp < now - retention_ms
+
+        dropped = self._drop_segments(expired)
+        if dropped:
+            self.log_start_offset = max(self.log_start_offset, self.segments[0].base_offset)
+        return dropped
+
+    def _drop_segments(self, condition: Callable[[Segment], bool]) -> list[Segment]:
+        """Delete segments from the oldest while `condition(segment)` holds.
+
+        The active segment qualifies only when non-empty and wholly below the high watermark;
+        it is rolled first, so the log always keeps an active segment.
+        """
+        dropped: list[Segment] = []
+        with self.lock:
+            segments = list(self.segments)
+        for segment in segments:
+            if not condition(segment):
+                break
+            if segment is segments[-1]:
+                if not segment.size or segment.next_offset > self.high_watermark or self.dirty:
+                    break
+                self._roll(self.next_offset)
+                self._hw_segment, self._hw_position = self.segments[-1], 0
+            dropped.append(segment)
+        if not dropped:
+            return dropped
+        with self.lock:
+            del self.segments[: len(dropped)]
+            del self._bases[: len(dropped)]
+            self.cleaned_bytes = max(0, self.cleaned_bytes - sum(s.size for s in dropped))
+        for segment in dropped:
+            segment.delete()
+        if self.directory is not None:
+            fsync_dir(self.directory)
+        return dropped
+
+    def replace_closed(self, closed: Sequence[Segment], cleaned: Segment) -> None:
+        """Swap a cleaned segment in for `closed`, the oldest segments (the cleaner's commit).
+
+        Runs on the event loop, like every other change to the segment list. On disk the
+        cleaned bytes are already in `B-E.log.swap`, fsync'd and indexed: from here on a crash
+        leaves a log that opens to the same records (see `open`).
+        """
+        with self.lock:
+            if self.segments[: len(closed)] != list(closed):
+                raise RuntimeError(f"{self.name}: segments changed under the cleaner")
+            for old in closed:
+                if isinstance(cleaned, FileSegment) and old.base_offset == cleaned.base_offset:
+                    old.close()  # its file is replaced by the rename below
+                else:
+                    old.delete()
+            if isinstance(cleaned, FileSegment):
+                final = cleaned.path.parent / segment_name(cleaned.base_offset)
+                os.replace(cleaned.path, final)
+                cleaned.rename(final)
+                fsync_dir(final.parent)
+            self.segments[: len(closed)] = [cleaned]
+            self._bases[: len(closed)] = [cleaned.base_offset]
+            self.cleaned_bytes = cleaned.size
 
     @property
     def size_bytes(self) -> int:
         return sum(s.size for s in self.segments)
+
+    def close(self) -> None:
+        for segment in self.segments:
+            segment.close()
+
+    def delete(self) -> None:
+        """Remove the log and its directory (DeleteTopics)."""
+        with self.lock:
+            segments, self.segments, self._bases = self.segments, [], []
+        for segment in segments:
+            segment.delete()
+        if self.directory is not None:
+            shutil.rmtree(self.directory, ignore_errors=True)
+
+
+# base offset, batch length, (leader epoch, magic, CRC, attributes skipped), last offset delta
+_LOCATE = struct.Struct(">qi11xi")
+_PREFIX = struct.Struct(">qi")
 
 
 @dataclass(frozen=True, slots=True)
@@ -237,20 +522,46 @@ class SegmentScan:
     valid_after: bool = False
 
 
-def scan_segment(data: bytes, base_offset: int) -> SegmentScan:
-    """Verify a segment's batches up to the first damaged one (read-only)."""
+def scan_batches(
+    read: Callable[[int, int], bytes],
+    size: int,
+    base_offset: int,
+    segment: Segment | None = None,
+    on_batch: BatchCallback | None = None,
+    verify: bool = True,
+) -> SegmentScan:
+    """Walk a segment's batches, verifying each, up to the first damaged one (read-only).
+
+    Reads SCAN_CHUNK bytes at a time. With `segment`, its index and bookkeeping are rebuilt
+    from the sound batches.
+    """
+    if segment is not None:
+        segment.reset_index()
     pos = 0
     batches = 0
     next_offset = base_offset
-    while pos < len(data):
-        extent = batch_extent(data, pos)
+    chunk_at, chunk = 0, read(0, min(size, SCAN_CHUNK))
+    while pos < size:
+        rel = pos - chunk_at
+        extent = batch_extent(chunk, rel)
+        spills = extent is not None and MIN_BATCH_SIZE <= extent[1] <= size - pos
+        if extent is None or (spills and rel + extent[1] > len(chunk)):
+            # The batch (or its prefix) runs past this chunk: read on from here.
+            chunk_at, rel = pos, 0
+            want = max(extent[1] if extent else 0, SCAN_CHUNK)
+            chunk = read(pos, min(size - pos, want))
+            extent = batch_extent(chunk, 0)
+        reason: str
         if extent is None:
             reason = "partial batch header"
-        elif extent[1] < 0 or pos + extent[1] > len(data):
+        elif extent[1] < MIN_BATCH_SIZE or extent[1] > size - pos:
             reason = "batch runs past the end of the file"
         else:
+            data = memoryview(chunk)[rel : rel + extent[1]]
             try:
-                batch = check_batch(memoryview(data)[pos : pos + extent[1]])
+                if verify:
+                    check_batch(data)
+                info = batch_info(data)
             except CorruptBatch as exc:
                 reason = str(exc)
             else:
@@ -258,36 +569,64 @@ def scan_segment(data: bytes, base_offset: int) -> SegmentScan:
                 # bit there passed unseen: it could move the log's next offset backwards, and
                 # the next roll then reused the active segment's name and lost appends. A base
                 # offset below its segment's is damage; any other may only move it forward.
-                if batch.base_offset < base_offset:
-                    reason = f"base offset {batch.base_offset} is below the segment's {base_offset}"
+                if info.base_offset < base_offset:
+                    reason = f"base offset {info.base_offset} is below the segment's {base_offset}"
                 else:
-                    end = batch.base_offset + batch.last_offset_delta + 1
-                    next_offset = max(next_offset, end)
+                    next_offset = max(next_offset, info.next_offset)
+                    if segment is not None:
+                        segment.note_batch(
+                            pos, info.base_offset, next_offset, info.max_timestamp, info.size
+                        )
+                    if on_batch is not None:
+                        on_batch(info)
                     batches += 1
                     pos += extent[1]
                     continue
-        return SegmentScan(next_offset, batches, pos, reason, _valid_batch_after(data, pos + 1))
+        after = _valid_batch_after(read, size, pos + 1)
+        return SegmentScan(next_offset, batches, pos, reason, after)
     return SegmentScan(next_offset, batches)
 
 
-def records_of(data: bytes) -> Iterator[StoredRecord]:
+def scan_segment(data: bytes, base_offset: int) -> SegmentScan:
+    """Verify a whole segment's bytes (the offline tools)."""
+    return scan_batches(lambda p, n: data[p : p + n], len(data), base_offset)
+
+
+def read_batches(read: Reader, size: int) -> Iterator[memoryview]:
+    """The whole batches of `size` bytes behind `read`, a chunk at a time."""
     pos = 0
-    while pos < len(data):
-        extent = batch_extent(data, pos)
-        if extent is None or pos + extent[1] > len(data):
-            return
-        yield from decode_batch(memoryview(data)[pos : pos + extent[1]])
-        pos += extent[1]
+    while pos < size:
+        chunk = read(pos, min(size - pos, SCAN_CHUNK))
+        taken = 0
+        for batch in iter_batches(chunk):
+            taken += len(batch)
+            yield batch
+        if not taken:  # a batch larger than the chunk
+            extent = batch_extent(chunk, 0)
+            if extent is None or extent[1] < MIN_BATCH_SIZE:
+                return
+            whole = read(pos, extent[1])
+            if len(whole) < extent[1]:
+                return
+            taken = len(whole)
+            yield memoryview(whole)
+        pos += taken
 
 
-def _valid_batch_after(data: bytes, start: int) -> bool:
+def records_of(data: bytes) -> Iterator[StoredRecord]:
+    for batch in iter_batches(data):
+        yield from decode_batch(batch)
+
+
+def _valid_batch_after(read: Callable[[int, int], bytes], size: int, start: int) -> bool:
     """Whether any intact batch begins at or after start: then the damage is not the tail."""
+    data = read(start, size - start) if start < size else b""
     view = memoryview(data)
-    for pos in range(start, len(data) - 16):
+    for pos in range(0, len(data) - 16):
         if data[pos + 16] != 2:  # magic byte of a v2 batch
             continue
         extent = batch_extent(data, pos)
-        if extent is None or extent[1] <= 12 or pos + extent[1] > len(data):
+        if extent is None or extent[1] < MIN_BATCH_SIZE or pos + extent[1] > len(data):
             continue
         try:
             check_batch(view[pos : pos + extent[1]])

@@ -1,4 +1,8 @@
-"""Offline tools over a data directory: dump, verify, compact (`minicoord log …`)."""
+"""Offline tools over a data directory: dump, verify, compact (`minicoord log …`).
+
+They take the directory's lock first, as `minicoord serve` does, so they never read or
+rewrite logs a running server is writing: against a live directory they refuse.
+"""
 
 from __future__ import annotations
 
@@ -8,55 +12,85 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import TextIO
 
+from minicoord.protocol import metadata_records
 from minicoord.protocol.records import decode_key, decode_value
+from minicoord.storage.batch import check_batch
 from minicoord.storage.cleaner import CleanResult, clean
-from minicoord.storage.log import DurableStore
+from minicoord.storage.log import LogManager, log_dir, logs_in
 from minicoord.storage.partition_log import (
     CLEANED,
     SUFFIX,
     SWAP,
-    PartitionLog,
-    partition_dir,
-    partitions_in,
-    records_of,
+    iter_batches,
     scan_segment,
 )
 
+OFFSETS_TOPIC = "__consumer_offsets"
+METADATA_TOPIC = "__cluster_metadata"
 
-def partitions(data_dir: Path, only: int | None = None) -> list[int]:
-    if only is not None:
-        return [only] if partition_dir(data_dir, only).is_dir() else []
-    return partitions_in(data_dir)
+
+def selected(
+    data_dir: Path, topic: str | None = None, partition: int | None = None
+) -> list[tuple[str, int]]:
+    return [
+        (t, p)
+        for t, p in logs_in(data_dir)
+        if (topic is None or t == topic) and (partition is None or p == partition)
+    ]
 
 
 def _segments(directory: Path) -> Iterator[Path]:
     yield from sorted(directory.glob("*" + SUFFIX))
 
 
-def dump(data_dir: Path, only: int | None = None, out: TextIO = sys.stdout) -> tuple[int, int]:
+def _describe(topic: str, key: bytes | None, value: bytes | None) -> tuple[object, object]:
+    """A record's key and value as a person reads them, by what the log holds."""
+    try:
+        if topic == OFFSETS_TOPIC and key is not None:
+            decoded = decode_key(key)
+            return decoded, "<tombstone>" if value is None else decode_value(decoded, value)
+        if topic == METADATA_TOPIC and value is not None:
+            return None, metadata_records.decode(value)
+    except Exception as exc:
+        return key, f"<undecodable: {exc!r}>"
+    return key, value
+
+
+def dump(
+    data_dir: Path,
+    partition: int | None = None,
+    out: TextIO = sys.stdout,
+    topic: str | None = None,
+) -> tuple[int, int]:
     """Print every record decoded; returns (records printed, damaged segments)."""
+    with _locked(data_dir):
+        return _dump(data_dir, partition, out, topic)
+
+
+def _dump(data_dir: Path, partition: int | None, out: TextIO, topic: str | None) -> tuple[int, int]:
     count = 0
     damaged = 0
-    for partition in partitions(data_dir, only):
-        for path in _segments(partition_dir(data_dir, partition)):
+    for name, index in selected(data_dir, topic, partition):
+        for path in _segments(log_dir(data_dir, name, index)):
             data = path.read_bytes()
-            # A damaged log is what an operator most wants to dump, but records_of raises
-            # CorruptBatch at a damaged batch (a traceback, and no other partition printed).
-            # Print the sound batches before the damage and name it on stderr instead.
+            # A damaged log is what an operator most wants to dump, but a damaged batch does
+            # not parse: print the sound batches before the damage and name it on stderr.
             scan = scan_segment(data, int(path.name[: -len(SUFFIX)]))
             if scan.damage_at is not None:
                 data = data[: scan.damage_at]
-            for r in records_of(data):
-                try:
-                    key = decode_key(r.key)
-                    value = "<tombstone>" if r.value is None else decode_value(key, r.value)
-                except Exception as exc:
-                    key, value = r.key, f"<undecodable: {exc!r}>"
-                out.write(
-                    f"partition={partition} offset={r.offset} timestamp={r.timestamp} "
-                    f"key={key} value={value}\n"
-                )
-                count += 1
+            for batch in iter_batches(data):
+                for r in check_batch(batch):
+                    key, value = _describe(
+                        name,
+                        None if r.key is None else bytes(r.key),
+                        None if r.value is None else bytes(r.value),
+                    )
+                    headers = f" headers={r.headers}" if r.headers else ""
+                    out.write(
+                        f"topic={name} partition={index} offset={r.offset} "
+                        f"timestamp={r.timestamp} key={key} value={value}{headers}\n"
+                    )
+                    count += 1
             if scan.damage_at is not None:
                 damaged += 1
                 print(
@@ -68,40 +102,64 @@ def dump(data_dir: Path, only: int | None = None, out: TextIO = sys.stdout) -> t
 
 
 def verify(data_dir: Path, out: TextIO = sys.stdout) -> int:
-    """Check every CRC; prints problems and returns their number (0: the log is sound)."""
-    problems = 0
-    for partition in partitions(data_dir):
-        directory = partition_dir(data_dir, partition)
-        for leftover in [*directory.glob("*" + CLEANED), *directory.glob("*" + SWAP)]:
-            out.write(f"note: {leftover} is an interrupted cleaning; the next start finishes it\n")
-        segments = list(_segments(directory))
-        batches = 0
-        for index, path in enumerate(segments):
-            scan = scan_segment(path.read_bytes(), int(path.name[: -len(SUFFIX)]))
-            batches += scan.batches
-            if scan.damage_at is not None:
-                problems += 1
-                tail = index == len(segments) - 1 and not scan.valid_after
-                what = "damaged tail (truncated at next start)" if tail else "corruption"
-                out.write(f"{what}: {path} at byte {scan.damage_at}: {scan.reason}\n")
-        out.write(f"partition {partition}: {len(segments)} segments, {batches} sound batches\n")
-    return problems
+    """Check every CRC; prints problems and returns their number (0: the logs are sound)."""
+    with _locked(data_dir):
+        problems = 0
+        for name, index in selected(data_dir):
+            directory = log_dir(data_dir, name, index)
+            for leftover in [*directory.glob("*" + CLEANED), *directory.glob("*" + SWAP)]:
+                out.write(
+                    f"note: {leftover} is an interrupted cleaning; the next start finishes it\n"
+                )
+            segments = list(_segments(directory))
+            batches = 0
+            for position, path in enumerate(segments):
+                scan = scan_segment(path.read_bytes(), int(path.name[: -len(SUFFIX)]))
+                batches += scan.batches
+                if scan.damage_at is not None:
+                    problems += 1
+                    tail = position == len(segments) - 1 and not scan.valid_after
+                    what = "damaged tail (truncated at next start)" if tail else "corruption"
+                    out.write(f"{what}: {path} at byte {scan.damage_at}: {scan.reason}\n")
+            out.write(f"{name}-{index}: {len(segments)} segments, {batches} sound batches\n")
+        return problems
 
 
 def compact(
-    data_dir: Path, num_partitions: int, delete_retention_ms: int, segment_bytes: int
+    data_dir: Path,
+    delete_retention_ms: int,
+    segment_bytes: int,
+    compacted_topics: set[str] | None = None,
 ) -> list[CleanResult]:
-    """Run the cleaner over every partition, the active segment included (server stopped)."""
-    store = DurableStore(data_dir, num_partitions, segment_bytes=segment_bytes)
-    store.lock()
+    """Run the cleaner over `__consumer_offsets` and the given compacted topics, the active
+    segment included (server stopped)."""
+    logs = LogManager(data_dir)
+    logs.lock()
     results = []
+    wanted = {OFFSETS_TOPIC} | (compacted_topics or set())
     try:
-        for partition in partitions(data_dir):
-            plog: PartitionLog = store.open_partition(partition)
+        for name, index in selected(data_dir):
+            if name not in wanted:
+                continue
+            plog = logs.open_log(name, index, segment_bytes)
+            logs.install(name, index, plog)
             plog.roll()
             result = clean(plog, int(time.time() * 1000), delete_retention_ms)
             if result is not None:
                 results.append(result)
     finally:
-        store.close()
+        logs.close()
     return results
+
+
+class _locked:
+    """Hold the data directory's lock for the tool's run; refuse a directory in use."""
+
+    def __init__(self, data_dir: Path) -> None:
+        self.logs = LogManager(data_dir)
+
+    def __enter__(self) -> None:
+        self.logs.lock()
+
+    def __exit__(self, *exc: object) -> None:
+        self.logs.release_lock()

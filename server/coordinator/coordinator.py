@@ -58,10 +58,14 @@ class OffsetCommitEntry:
 
 class GroupCoordinator:
     def __init__(
-        self, config: Config, new_member_id: Callable[[str], str] = random_member_id
+        self,
+        config: Config,
+        new_member_id: Callable[[str], str] = random_member_id,
+        timers: TimerQueue | None = None,
     ) -> None:
         self.config = config
-        self.timers = TimerQueue()
+        # The broker shares one queue between the coordinator and the data path.
+        self.timers = timers if timers is not None else TimerQueue()
         self.groups = GroupManager(config, self.timers, self.partition_for, new_member_id)
         self.offsets = OffsetsManager()
         # Only partitions that are not ACTIVE are listed, so the common case costs one
@@ -412,6 +416,27 @@ class GroupCoordinator:
             # live state stays what replaying the log gives.
             self.groups.expire(fx, now, group)
         return fx.result((ErrorCode.NONE, errors))
+
+    def delete_topic_offsets(self, now: int, topic: str) -> Result[int]:
+        """A topic was deleted: every group's offsets for it go (tombstones), as in Kafka."""
+        fx = Effects()
+        deleted = 0
+        for gid in list(self.offsets.offsets):
+            if self.unavailable(gid) is not None:
+                continue
+            partition = self.partition_for(gid)
+            for tp in [tp for tp in self.offsets.all_for(gid) if tp[0] == topic]:
+                self.offsets.delete(fx, partition, gid, tp)
+                deleted += 1
+            group = self.groups.groups.get(gid)
+            if (
+                group is not None
+                and group.state is GroupState.EMPTY
+                and not self.offsets.has_offsets(gid)
+            ):
+                # Nothing is left of it: as after OffsetDelete, live state stays what replay gives.
+                self.groups.expire(fx, now, group)
+        return fx.result(deleted)
 
     # -- admin ----------------------------------------------------------------------------
 

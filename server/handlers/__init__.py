@@ -11,12 +11,18 @@ from typing import Any
 from kafka.protocol.metadata import ApiVersionsResponse
 from minicoord.server.handlers import (
     api_versions,
+    create_partitions,
     create_topics,
     delete_groups,
+    delete_records,
+    delete_topics,
+    describe_configs,
     describe_groups,
     fetch,
     find_coordinator,
     heartbeat,
+    incremental_alter_configs,
+    init_producer_id,
     join_group,
     leave_group,
     list_groups,
@@ -25,6 +31,7 @@ from minicoord.server.handlers import (
     offset_commit,
     offset_delete,
     offset_fetch,
+    offset_for_leader_epoch,
     produce,
     sync_group,
 )
@@ -48,6 +55,13 @@ MODULES = (
     list_groups,
     delete_groups,
     offset_delete,
+    init_producer_id,
+    offset_for_leader_epoch,
+    delete_topics,
+    create_partitions,
+    delete_records,
+    describe_configs,
+    incremental_alter_configs,
 )
 
 

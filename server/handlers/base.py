@@ -37,6 +37,9 @@ class Channel(Protocol):
 
     def park(self, header: RequestHeader, spec: ApiSpec, build: Callable[[Any], Any]) -> Parked: ...
 
+    def abort(self, reason: str) -> None:
+        """Close the connection, logging why (acks=0 produce failures)."""
+
 
 @dataclass(slots=True)
 class RequestContext:

@@ -2,7 +2,9 @@
 
 v1 added validate-only; v5 is flexible and returns the created topic's partition count,
 replication factor and configs; v7 its topic id. With one broker, a replication factor
-above 1 is INVALID_REPLICATION_FACTOR, as Kafka would answer.
+above 1 is INVALID_REPLICATION_FACTOR, as Kafka would answer. Topic configs are Kafka's
+(INVALID_CONFIG for an unknown name or a bad value). The topic's records are in the cluster
+metadata log before the answer, so it survives a restart with its id and configs.
 """
 
 from __future__ import annotations
@@ -13,15 +15,19 @@ from typing import Any
 from kafka.protocol.admin import CreateTopicsResponse
 from minicoord.protocol.apis import SPECS
 from minicoord.protocol.errors import ErrorCode
+from minicoord.server.coordinator.results import Result
 from minicoord.server.handlers.base import Handler, RequestContext
+from minicoord.server.topic_configs import TopicConfig
 
 API_KEY = 19
 _ZERO_UUID = uuid.UUID(int=0)
+Config = CreateTopicsResponse.CreatableTopicResult.CreatableTopicConfigs
 
 
 def handle(ctx: RequestContext, request: Any) -> Any:
-    registry = ctx.broker.topics
-    default_partitions = ctx.broker.config.num_partitions
+    broker = ctx.broker
+    registry = broker.topics
+    default_partitions = broker.config.num_partitions
     names = [t.name for t in request.topics]
     results = []
     for topic in request.topics:
@@ -30,6 +36,7 @@ def handle(ctx: RequestContext, request: Any) -> Any:
             partitions = len(topic.assignments)
         elif partitions == -1:
             partitions = default_partitions
+        configs = {c.name: c.value for c in topic.configs or ()}
         error, message = ErrorCode.NONE, None
         if names.count(topic.name) > 1:
             error, message = ErrorCode.INVALID_REQUEST, "topic named more than once in the request"
@@ -37,11 +44,30 @@ def handle(ctx: RequestContext, request: Any) -> Any:
             error = ErrorCode.INVALID_REPLICATION_FACTOR
             message = f"replication factor {topic.replication_factor} exceeds the 1 broker here"
         else:
-            error, message = registry.check_new(topic.name, partitions)
+            error, message = registry.check_new(topic.name, partitions, configs)
         topic_id = _ZERO_UUID
+        created = None
         if error is ErrorCode.NONE and not request.validate_only:
-            topic_id = registry.create(topic.name, partitions).topic_id
+            created = broker.create_topic(topic.name, partitions, configs)  # type: ignore[arg-type]
+            topic_id = created.topic_id
         ok = error is ErrorCode.NONE
+        described = []
+        if ok:
+            config = (
+                registry.config_of(created)
+                if created is not None
+                else TopicConfig(configs, registry.defaults)  # type: ignore[arg-type]
+            )
+            described = [
+                Config(
+                    name=e.name,
+                    value=e.value,
+                    read_only=False,
+                    config_source=e.source,
+                    is_sensitive=False,
+                )
+                for e in config.describe()
+            ]
         results.append(
             CreateTopicsResponse.CreatableTopicResult(
                 name=topic.name,
@@ -50,10 +76,13 @@ def handle(ctx: RequestContext, request: Any) -> Any:
                 error_message=message,
                 num_partitions=partitions if ok else -1,
                 replication_factor=1 if ok else -1,
-                configs=[] if ok else None,
+                configs=described if ok else None,
             )
         )
-    return CreateTopicsResponse(version=ctx.version, throttle_time_ms=0, topics=results)
+    response = CreateTopicsResponse(version=ctx.version, throttle_time_ms=0, topics=results)
+    parked = ctx.park(lambda _: response)
+    broker.apply(Result(None, [], []), parked)  # answered once the new topics are durable
+    return parked
 
 
 HANDLER = Handler.for_spec(SPECS[API_KEY], handle)

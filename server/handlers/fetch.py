@@ -1,10 +1,13 @@
 """Fetch (key 1), versions 4-18.
 
-No data path yet: every partition is empty, so a consumer positioned at offset 0 is held for
-the request's max wait (a long poll, as on an idle Kafka topic) and gets no records; any other
-position is OFFSET_OUT_OF_RANGE, which sends the client through its auto.offset.reset policy
-exactly as an empty Kafka partition would. Fetch sessions (v7+) are declined with session id
-0, which clients treat as "send full fetches". v13+ name topics by id.
+Reads whole batches from each partition's log (see data/fetching.py for the limits and
+KIP-74's first-batch rule), bounded by the high watermark; with less than `min_bytes` to give
+and no error, the reply is parked until appends bring enough or `max_wait_ms` passes. v5 adds
+the log start offset; v7 fetch sessions, which are declined (session id 0: clients keep
+sending full fetches, as Kafka allows), and an incremental request is answered
+FETCH_SESSION_ID_NOT_FOUND; v9 leader epochs (FENCED_LEADER_EPOCH / UNKNOWN_LEADER_EPOCH);
+v11 rack ids (no preferred replica: -1); v12 is flexible; v13 names topics by id; v15+ the
+replica state (followers: none here).
 """
 
 from __future__ import annotations
@@ -14,62 +17,112 @@ from typing import Any
 from kafka.protocol.consumer import FetchResponse
 from minicoord.protocol.apis import SPECS
 from minicoord.protocol.errors import ErrorCode
+from minicoord.server.data.fetching import FetchPartition, PartitionData, read_partitions
 from minicoord.server.handlers.base import Handler, RequestContext
 
 API_KEY = 1
+# Kafka's fetch.max.bytes: the most a broker answers one fetch with, whatever is asked.
+FETCH_MAX_BYTES = 57_671_680
 # A client asking for a longer wait is still answered within this bound, so a stuck
 # consumer never pins a parked reply for minutes.
 MAX_WAIT_CAP_MS = 30_000
+READ_COMMITTED = 1
 TopicResponse = FetchResponse.FetchableTopicResponse
-PartitionData = TopicResponse.PartitionData
+Partition = TopicResponse.PartitionData
 
 
 def handle(ctx: RequestContext, request: Any) -> Any:
-    registry = ctx.broker.topics
-    by_id = ctx.version >= 13
-    responses = []
-    any_error = False
+    version = ctx.version
+    broker = ctx.broker
+    registry = broker.topics
+    by_id = version >= 13
+    if version >= 7 and request.session_id != 0:
+        # No session was ever created here: the client starts over with a full fetch.
+        return FetchResponse(
+            version=version,
+            throttle_time_ms=0,
+            error_code=ErrorCode.FETCH_SESSION_ID_NOT_FOUND,
+            session_id=0,
+            responses=[],
+        )
+    replica_id = request.replica_id if version <= 14 else _state_replica(request)
+    topics: list[tuple[Any, list[FetchPartition]]] = []
+    wanted: list[FetchPartition] = []
     for t in request.topics:
-        known = registry.by_id(t.topic_id) if by_id else registry.get(t.topic)
-        missing = ErrorCode.UNKNOWN_TOPIC_ID if by_id else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
-        partitions = []
-        for p in t.partitions:
-            if known is None or not 0 <= p.partition < known.partitions:
-                error = missing
-            elif p.fetch_offset != 0:
-                error = ErrorCode.OFFSET_OUT_OF_RANGE
-            else:
-                error = ErrorCode.NONE
-            any_error = any_error or error is not ErrorCode.NONE
-            partitions.append(
-                PartitionData(
-                    partition_index=p.partition,
-                    error_code=error,
-                    high_watermark=0 if known else -1,
-                    last_stable_offset=0 if known else -1,
-                    log_start_offset=0 if known else -1,
-                    aborted_transactions=None,
-                    preferred_read_replica=-1,
-                    # Zero-length, not null: Kafka sends MemoryRecords.EMPTY for a partition
-                    # with nothing to return (error or not), and kafka-python's fetcher hands
-                    # this field to MemoryRecords, which fails on None (len(None)).
-                    records=b"",
-                )
+        topic = registry.by_id(t.topic_id) if by_id else registry.get(t.topic)
+        parts = [
+            FetchPartition(
+                topic,
+                p.partition,
+                p.fetch_offset,
+                max(p.partition_max_bytes, 0),
+                p.current_leader_epoch if version >= 9 else -1,
             )
-        responses.append(TopicResponse(topic=t.topic, topic_id=t.topic_id, partitions=partitions))
-    response = FetchResponse(
-        version=ctx.version,
-        throttle_time_ms=0,
-        error_code=ErrorCode.NONE,
-        session_id=0,
-        responses=responses,
-    )
+            for p in t.partitions
+        ]
+        topics.append((t, parts))
+        wanted.extend(parts)
+    unknown = ErrorCode.UNKNOWN_TOPIC_ID if by_id else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+    max_bytes = min(max(request.max_bytes, 0), FETCH_MAX_BYTES)
+    committed = request.isolation_level == READ_COMMITTED
+
+    def respond(data: list[PartitionData]) -> Any:
+        answers = iter(data)
+        return FetchResponse(
+            version=version,
+            throttle_time_ms=0,
+            error_code=ErrorCode.NONE,
+            session_id=0,
+            responses=[
+                TopicResponse(
+                    topic=t.topic,
+                    topic_id=t.topic_id,
+                    partitions=[_partition(p, next(answers), committed) for p in parts],
+                )
+                for t, parts in topics
+            ],
+        )
+
+    def build(_: Any) -> Any:
+        return respond(read_partitions(broker.data, wanted, max_bytes, unknown)[0])
+
+    if replica_id >= 0:
+        # A follower's fetch: this single node has no followers.
+        return respond([PartitionData(ErrorCode.NOT_LEADER_OR_FOLLOWER) for _ in wanted])
+    data, total, errored = read_partitions(broker.data, wanted, max_bytes, unknown)
     wait_ms = min(max(request.max_wait_ms, 0), MAX_WAIT_CAP_MS)
-    if any_error or wait_ms == 0:
-        return response
-    parked = ctx.park(lambda _: response)
-    ctx.broker.call_later(wait_ms, lambda: parked.resolve(None))
+    if errored or wait_ms == 0 or total >= request.min_bytes or not wanted:
+        return respond(data)
+    logs = {}
+    for p in wanted:
+        state = broker.data.partition(p.topic, p.index) if p.topic is not None else None
+        if state is not None:
+            logs[state.log] = max(p.max_bytes, 1)
+    parked = ctx.park(build)
+    broker.data.fetch_waits.park(parked, logs, request.min_bytes, broker.now() + wait_ms)
+    broker.rearm()
     return parked
+
+
+def _state_replica(request: Any) -> int:
+    state = getattr(request, "replica_state", None)
+    return state.replica_id if state is not None else -1
+
+
+def _partition(p: Any, d: PartitionData, committed: bool) -> Any:
+    return Partition(
+        partition_index=p.index,
+        error_code=d.error,
+        high_watermark=d.high_watermark,
+        last_stable_offset=d.last_stable_offset,
+        log_start_offset=d.log_start_offset,
+        # Kafka sends null for read_uncommitted, a (here always empty) list for read_committed.
+        aborted_transactions=[] if committed and d.error is ErrorCode.NONE else None,
+        preferred_read_replica=-1,
+        # Zero-length, not null, for a partition with nothing to return: Kafka sends
+        # MemoryRecords.EMPTY, and kafka-python's fetcher fails on None.
+        records=d.records,
+    )
 
 
 HANDLER = Handler.for_spec(SPECS[API_KEY], handle)

@@ -1,8 +1,12 @@
 """ListOffsets (key 2), versions 1-11.
 
-There is no data path yet, so every partition is empty: the earliest and latest offsets are
-0, and a lookup by timestamp finds no record (offset -1), as Kafka answers for an empty log.
-v2 adds the isolation level; v4 leader epochs; v6 is flexible; v10 a timeout.
+Per partition: latest (-1) is the high watermark, earliest (-2) and earliest-local (-4) the
+log start offset, max-timestamp (-3, v7+) the first record with the largest timestamp, a
+timestamp the first record at or after it; latest-tiered (-5, v9+) and
+earliest-pending-upload (-6, v11+) are -1 with no tiered storage, as Kafka answers. A special
+timestamp this version does not know is UNSUPPORTED_VERSION. v2 adds the isolation level
+(without transactions both levels read the same); v4 leader epochs; v6 is flexible; v10 a
+timeout (for tiered lookups only).
 """
 
 from __future__ import annotations
@@ -12,40 +16,43 @@ from typing import Any
 from kafka.protocol.consumer import ListOffsetsResponse
 from minicoord.protocol.apis import SPECS
 from minicoord.protocol.errors import ErrorCode
+from minicoord.server.data.plane import OffsetAnswer
 from minicoord.server.handlers.base import Handler, RequestContext
 
 API_KEY = 2
-# Special timestamps: latest, earliest, earliest-local and latest-tiered all mean offset 0
-# on an empty partition; max-timestamp (-3) and real timestamps find no record.
-_BOUNDARY = {-1, -2, -4, -5}
 TopicResponse = ListOffsetsResponse.ListOffsetsTopicResponse
 PartitionResponse = TopicResponse.ListOffsetsPartitionResponse
 
 
 def handle(ctx: RequestContext, request: Any) -> Any:
-    registry = ctx.broker.topics
+    version = ctx.version
+    broker = ctx.broker
+    registry = broker.topics
     topics = []
     for t in request.topics:
-        known = registry.get(t.name)
+        topic = registry.get(t.name)
+        indexes = [p.partition_index for p in t.partitions]
         partitions = []
         for p in t.partitions:
             index = p.partition_index
-            if known is None or not 0 <= index < known.partitions:
-                error, offset = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, -1
+            if topic is None or not 0 <= index < topic.partitions:
+                answer = OffsetAnswer(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+            elif indexes.count(index) > 1:
+                answer = OffsetAnswer(ErrorCode.INVALID_REQUEST)
             else:
-                error = ErrorCode.NONE
-                offset = 0 if p.timestamp in _BOUNDARY else -1
+                epoch = p.current_leader_epoch if version >= 4 else -1
+                answer = broker.data.list_offset(topic, index, p.timestamp, epoch, version)
             partitions.append(
                 PartitionResponse(
                     partition_index=index,
-                    error_code=error,
-                    timestamp=-1,
-                    offset=offset,
-                    leader_epoch=0 if error is ErrorCode.NONE else -1,
+                    error_code=answer.error,
+                    timestamp=answer.timestamp,
+                    offset=answer.offset,
+                    leader_epoch=answer.leader_epoch,
                 )
             )
         topics.append(TopicResponse(name=t.name, partitions=partitions))
-    return ListOffsetsResponse(version=ctx.version, throttle_time_ms=0, topics=topics)
+    return ListOffsetsResponse(version=version, throttle_time_ms=0, topics=topics)
 
 
 HANDLER = Handler.for_spec(SPECS[API_KEY], handle)

@@ -15,6 +15,7 @@ from typing import Any
 from kafka.protocol.metadata import MetadataResponse
 from minicoord.protocol.apis import SPECS
 from minicoord.protocol.errors import ErrorCode
+from minicoord.server.coordinator.results import Result
 from minicoord.server.handlers.base import Handler, RequestContext
 from minicoord.server.topics import Topic, topic_name_error
 
@@ -62,6 +63,7 @@ def handle(ctx: RequestContext, request: Any) -> Any:
     version = ctx.version
     requested = request.topics
     topics = []
+    created = False
     if requested is None or (version == 0 and not requested):
         topics = [_topic(t, node) for t in registry.all()]
     else:
@@ -86,9 +88,10 @@ def handle(ctx: RequestContext, request: Any) -> Any:
                 if not allow_create:
                     topics.append(_error(name, None, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION))
                     continue
-                found = registry.create(name, config.num_partitions)
+                found = broker.create_topic(name, config.num_partitions)
+                created = True
             topics.append(_topic(found, node))
-    return MetadataResponse(
+    response = MetadataResponse(
         version=version,
         throttle_time_ms=0,
         brokers=[
@@ -101,6 +104,12 @@ def handle(ctx: RequestContext, request: Any) -> Any:
         topics=topics,
         error_code=ErrorCode.NONE,
     )
+    if not created:
+        return response
+    # An auto-created topic is answered once its metadata records are durable.
+    parked = ctx.park(lambda _: response)
+    broker.apply(Result(None, [], []), parked)
+    return parked
 
 
 HANDLER = Handler.for_spec(SPECS[API_KEY], handle)

@@ -1,58 +1,133 @@
-"""Produce (key 0), versions 3-13: advertised so that clients enable their v2 message format,
-answered with an error because minicoord stores no records (a data path is separate work).
+"""Produce (key 0), versions 3-13 (Kafka 4 dropped 0-2).
 
-Why serve it at all: librdkafka (confluent-kafka, kcat) turns on its "MsgVer2" feature only
-when a broker offers Produce v3+ and Fetch v4+, and without it refuses every Fetch locally and
-retries in a tight loop, burning a CPU in the consumer. Each produced partition is answered
-INVALID_REQUEST with a message saying why (v8+), so a producer fails at once and clearly; an
-unknown topic is UNKNOWN_TOPIC_OR_PARTITION as usual. With acks=0 nothing is answered, as
-Kafka does.
+Each partition's batch is validated and accepted into its log as the request is handled (so
+a pipelined batch behind it is checked against it); the answer waits until the turn's
+writes are as durable as `log.flush.policy` promises, for acks 1 and -1 alike (one node: the
+leader is the whole ISR). v5 adds the log start offset; v7 allows zstd; v8 record errors and
+an error message; v9 is flexible; v10 leader hints (only with NOT_LEADER_OR_FOLLOWER, which
+a single node never needs to redirect); v13 names topics by id.
+
+With acks=0 nothing is answered; a request with any failed partition closes the connection
+with a log line, as Kafka does, so the producer notices and refreshes its metadata.
+Transactions are not served: a transactional batch is refused.
 """
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 from kafka.protocol.producer import ProduceResponse
 from minicoord.protocol.apis import SPECS
 from minicoord.protocol.errors import ErrorCode
+from minicoord.server.coordinator.results import Result
+from minicoord.server.data.plane import AppendOutcome
 from minicoord.server.handlers.base import NO_RESPONSE, Handler, RequestContext
+from minicoord.storage.batch import ATTRIBUTES_AT, TRANSACTIONAL
 
 API_KEY = 0
-NOT_STORED = "minicoord is a group coordinator and stores no records"
 TopicResponse = ProduceResponse.TopicProduceResponse
 PartitionResponse = TopicResponse.PartitionProduceResponse
+RecordError = PartitionResponse.BatchIndexAndErrorMessage
+
+log = logging.getLogger("minicoord.produce")
+
+
+def _transactional(records: Any) -> bool:
+    return (
+        records is not None
+        and len(records) > ATTRIBUTES_AT + 1
+        and bool(records[ATTRIBUTES_AT + 1] & TRANSACTIONAL)
+    )
 
 
 def handle(ctx: RequestContext, request: Any) -> Any:
-    if request.acks == 0:
-        return NO_RESPONSE
-    registry = ctx.broker.topics
-    by_id = ctx.version >= 13
-    responses = []
+    version = ctx.version
+    broker = ctx.broker
+    registry = broker.topics
+    by_id = version >= 13
+    acks = request.acks
+    now = broker.now()
+    transactional = any(
+        _transactional(p.records) for t in request.topic_data for p in t.partition_data
+    )
+    refuse: AppendOutcome | None = None
+    if acks not in (-1, 0, 1):
+        refuse = AppendOutcome(ErrorCode.INVALID_REQUIRED_ACKS)
+    elif transactional:
+        refuse = (
+            AppendOutcome(
+                ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
+                message="a transactional batch needs a transactional id",
+            )
+            if request.transactional_id is None
+            else AppendOutcome(
+                ErrorCode.INVALID_TXN_STATE,
+                message="minicoord has no transaction coordinator: transactions are not served",
+            )
+        )
+    results: list[tuple[Any, list[tuple[int, AppendOutcome]]]] = []
+    failed = False
     for t in request.topic_data:
-        known = registry.by_id(t.topic_id) if by_id else registry.get(t.name)
+        topic = registry.by_id(t.topic_id) if by_id else registry.get(t.name)
         partitions = []
         for p in t.partition_data:
-            if known is None or not 0 <= p.index < known.partitions:
-                error, message = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, None
-            else:
-                error, message = ErrorCode.INVALID_REQUEST, NOT_STORED
-            partitions.append(
-                PartitionResponse(
-                    index=p.index,
-                    error_code=error,
-                    base_offset=-1,
-                    log_append_time_ms=-1,
-                    log_start_offset=-1,
-                    record_errors=[],
-                    error_message=message,
+            if topic is None:
+                missing = (
+                    ErrorCode.UNKNOWN_TOPIC_ID if by_id else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
                 )
+                outcome = AppendOutcome(missing)
+            elif not 0 <= p.index < topic.partitions:
+                outcome = AppendOutcome(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+            elif refuse is not None:
+                outcome = refuse
+            else:
+                outcome = broker.data.append(topic, p.index, p.records, now, version, ctx.client_id)
+            failed = failed or outcome.error is not ErrorCode.NONE
+            partitions.append((p.index, outcome))
+        results.append((t, partitions))
+
+    if acks == 0:
+        broker.apply(Result(None, [], []))  # the accepted batches still get written
+        if failed:
+            first = next(o for _, ps in results for _, o in ps if o.error is not ErrorCode.NONE)
+            ctx.channel.abort(
+                f"acks=0 Produce failed ({first.error.name}: {first.message or 'no detail'}); "
+                "closing the connection so the producer notices"
             )
-        responses.append(
-            TopicResponse(name=t.name, topic_id=t.topic_id, partition_responses=partitions)
+        return NO_RESPONSE
+
+    def build(_: Any) -> Any:
+        return ProduceResponse(
+            version=version,
+            throttle_time_ms=0,
+            responses=[
+                TopicResponse(
+                    name=t.name if not by_id else None,
+                    topic_id=t.topic_id if by_id else None,
+                    partition_responses=[_partition(i, o) for i, o in partitions],
+                )
+                for t, partitions in results
+            ],
         )
-    return ProduceResponse(version=ctx.version, responses=responses, throttle_time_ms=0)
+
+    parked = ctx.park(build)
+    broker.apply(Result(None, [], []), parked)
+    return parked
+
+
+def _partition(index: int, o: AppendOutcome) -> Any:
+    return PartitionResponse(
+        index=index,
+        error_code=o.error,
+        base_offset=o.base_offset,
+        log_append_time_ms=o.log_append_time,
+        log_start_offset=o.log_start_offset,
+        record_errors=[
+            RecordError(batch_index=i, batch_index_error_message=m) for i, m in o.record_errors
+        ],
+        error_message=o.message,
+    )
 
 
 HANDLER = Handler.for_spec(SPECS[API_KEY], handle)

@@ -20,7 +20,8 @@ from minicoord.protocol.records import OffsetCommitKey, decode_key, decode_value
 from minicoord.server.coordinator.partitioning import partition_for
 from minicoord.server.process import ServerProcess, start_server_process
 from minicoord.storage.batch import batch_extent
-from minicoord.storage.partition_log import SUFFIX, partition_dir, records_of
+from minicoord.storage.log import OFFSETS_TOPIC, log_dir
+from minicoord.storage.partition_log import SUFFIX, records_of
 
 OFFSETS_PARTITIONS = 50
 REQUEST_TIMEOUT_S = 10.0
@@ -94,7 +95,7 @@ def partition_of(group_id: str) -> int:
 
 
 def segments(data_dir: Path, partition: int) -> list[Path]:
-    return sorted(partition_dir(data_dir, partition).glob("*" + SUFFIX))
+    return sorted(log_dir(data_dir, OFFSETS_TOPIC, partition).glob("*" + SUFFIX))
 
 
 def batch_spans(path: Path) -> list[tuple[int, int]]:
@@ -289,7 +290,7 @@ def committed_on_disk(data_dir: Path, group: str, topic: str) -> dict[int, int]:
     A tombstone removes the partition. Reads every batch and checks its CRC.
     """
     found: dict[int, int] = {}
-    directory = partition_dir(data_dir, partition_of(group))
+    directory = log_dir(data_dir, OFFSETS_TOPIC, partition_of(group))
     for path in sorted(directory.glob("*" + SUFFIX)):
         for record in records_of(path.read_bytes()):
             key = decode_key(record.key)

@@ -192,7 +192,11 @@ async def test_damage_before_valid_data_fails_only_that_partition(
     assert f"minicoord: {damaged} is damaged at byte {start} ({problem})" in dump.stderr
     assert "Traceback" not in dump.stderr
     lines = dump.stdout.splitlines()
-    ours = [line.split()[1] for line in lines if f"group='{GROUP}'" in line]
+    ours = [
+        next(f for f in line.split() if f.startswith("offset="))
+        for line in lines
+        if f"group='{GROUP}'" in line
+    ]
     hidden = 2 * len([s for s in batch_spans(damaged) if s[0] >= start])  # two records each
     assert len(ours) == 2 * 20 - hidden
     assert ours[:2] == ["offset=0", "offset=1"]

@@ -247,7 +247,7 @@ async def test_acknowledged_commits_survive_sigkill(
         await asyncio.wait_for(checker.stop(), 20)
     assert len(history) == CYCLES
     assert committer.errors == [], where
-    cleanings = node.all_logs().count("cleaned offsets partition")
+    cleanings = node.all_logs().count("cleaned __consumer_offsets-")
     if extra:
         assert cleanings >= CYCLES, f"the cleaner hardly ran: {cleanings} cleanings"
     print(f"{where} (cycle, acked, attempted, on disk) at each kill: {history}; final {final}")

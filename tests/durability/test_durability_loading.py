@@ -30,7 +30,8 @@ from durakit import (
 )
 from minicoord.protocol.errors import ErrorCode
 from minicoord.protocol.records import Record, offset_commit_key, offset_commit_value
-from minicoord.storage.partition_log import PartitionLog, partition_dir
+from minicoord.storage.log import OFFSETS_TOPIC, log_dir
+from minicoord.storage.partition_log import PartitionLog
 
 pytestmark = pytest.mark.timeout(90)
 
@@ -48,7 +49,9 @@ TARGET_OFFSETS = {0: 123_456_789, 1: 987_654_321}
 def write_big_partition(data_dir: Path) -> dict[tuple[str, int], int]:
     """RECORDS offset commits over KEYS, then TARGET's; returns each bulk key's last offset."""
     encoded = {key: offset_commit_key(key[0], TOPIC, key[1]) for key in KEYS}
-    plog = PartitionLog(partition_dir(data_dir, BIG_PARTITION), BIG_PARTITION, 8 * 1024 * 1024)
+    plog = PartitionLog(
+        log_dir(data_dir, OFFSETS_TOPIC, BIG_PARTITION), str(BIG_PARTITION), 8 * 1024 * 1024
+    )
     plog.open()
     last: dict[tuple[str, int], int] = {}
     timestamp = int(time.time() * 1000)

@@ -15,9 +15,14 @@ from typing import Any
 
 import pytest
 from kafka.protocol.admin import (
+    CreatePartitionsRequest,
     CreateTopicsRequest,
     DeleteGroupsRequest,
+    DeleteRecordsRequest,
+    DeleteTopicsRequest,
+    DescribeConfigsRequest,
     DescribeGroupsRequest,
+    IncrementalAlterConfigsRequest,
     ListGroupsRequest,
 )
 from kafka.protocol.consumer import (
@@ -29,10 +34,12 @@ from kafka.protocol.consumer import (
     OffsetCommitRequest,
     OffsetDeleteRequest,
     OffsetFetchRequest,
+    OffsetForLeaderEpochRequest,
     SyncGroupRequest,
 )
 from kafka.protocol.metadata import ApiVersionsRequest, FindCoordinatorRequest, MetadataRequest
-from kafka.protocol.producer import ProduceRequest
+from kafka.protocol.producer import InitProducerIdRequest, ProduceRequest
+from kafka.record.default_records import DefaultRecordBatchBuilder
 from minicoord.clients.connection import ConnectionClosed, ProtocolClient
 from minicoord.protocol.apis import SPECS
 from minicoord.protocol.errors import ErrorCode
@@ -40,6 +47,22 @@ from minicoord.server.app import Server
 from minicoord.server.handlers import HandlerRegistry
 
 TOPIC = "topic6"
+
+
+def batch(*values: bytes) -> bytes:
+    """A v2 record batch as a producer sends it (base offset 0)."""
+    builder = DefaultRecordBatchBuilder(
+        magic=2,
+        compression_type=0,
+        is_transactional=False,
+        producer_id=-1,
+        producer_epoch=-1,
+        base_sequence=-1,
+        batch_size=1 << 20,
+    )
+    for i, value in enumerate(values):
+        builder.append(i, timestamp=None, key=b"k", value=value, headers=[])
+    return bytes(builder.build())
 
 
 def _sample(key: int, version: int, topic_id: uuid.UUID) -> tuple[Any, Any]:
@@ -209,15 +232,117 @@ def _sample(key: int, version: int, topic_id: uuid.UUID) -> tuple[Any, Any]:
         req = OffsetDeleteRequest(version=version, group_id=group, topics=[topic])
         return req, lambda r: r.error_code == ErrorCode.GROUP_ID_NOT_FOUND
     if key == 0:
-        part = ProduceRequest.TopicProduceData.PartitionProduceData(index=0, records=None)
+        part = ProduceRequest.TopicProduceData.PartitionProduceData(
+            index=2, records=batch(b"a", b"b")
+        )
         topic = ProduceRequest.TopicProduceData(
             name=TOPIC, topic_id=topic_id, partition_data=[part]
         )
         req = ProduceRequest(
             version=version, transactional_id=None, acks=1, timeout_ms=1000, topic_data=[topic]
         )
-        expected = ErrorCode.INVALID_REQUEST
-        return req, lambda r: r.responses[0].partition_responses[0].error_code == expected
+
+        def produced(r: Any) -> bool:
+            p = r.responses[0].partition_responses[0]
+            return p.error_code == 0 and p.base_offset >= 0
+
+        return req, produced
+    if key == 22:
+        req = InitProducerIdRequest(
+            version=version,
+            transactional_id=None,
+            transaction_timeout_ms=-1,
+            producer_id=-1,
+            producer_epoch=-1,
+        )
+        return req, lambda r: r.error_code == 0 and r.producer_id >= 0 and r.producer_epoch == 0
+    if key == 23:
+        oreq = OffsetForLeaderEpochRequest
+        part = oreq.OffsetForLeaderTopic.OffsetForLeaderPartition(
+            partition=1, current_leader_epoch=0, leader_epoch=0
+        )
+        topic = oreq.OffsetForLeaderTopic(topic=TOPIC, partitions=[part])
+        req = oreq(version=version, replica_id=-1, topics=[topic])
+        return (
+            req,
+            lambda r: (
+                (
+                    r.topics[0].partitions[0].error_code,
+                    r.topics[0].partitions[0].leader_epoch,
+                    r.topics[0].partitions[0].end_offset,
+                )
+                == (0, 0, 0)
+            ),
+        )
+    if key == 20:
+        missing = f"missing-{version}"
+        req = DeleteTopicsRequest(
+            version=version,
+            topic_names=[missing],
+            topics=[DeleteTopicsRequest.DeleteTopicState(name=missing, topic_id=None)],
+            timeout_ms=1000,
+        )
+        return (
+            req,
+            lambda r: [x.error_code for x in r.responses] == [ErrorCode.UNKNOWN_TOPIC_OR_PARTITION],
+        )
+    if key == 37:
+        t = CreatePartitionsRequest.CreatePartitionsTopic(
+            name=f"missing-{version}", count=3, assignments=None
+        )
+        req = CreatePartitionsRequest(
+            version=version, topics=[t], timeout_ms=1000, validate_only=False
+        )
+        return (
+            req,
+            lambda r: [x.error_code for x in r.results] == [ErrorCode.UNKNOWN_TOPIC_OR_PARTITION],
+        )
+    if key == 21:
+        t = DeleteRecordsRequest.DeleteRecordsTopic(
+            name=TOPIC,
+            partitions=[
+                DeleteRecordsRequest.DeleteRecordsTopic.DeleteRecordsPartition(
+                    partition_index=3, offset=-1
+                )
+            ],
+        )
+        req = DeleteRecordsRequest(version=version, topics=[t], timeout_ms=1000)
+        return (
+            req,
+            lambda r: (
+                (
+                    r.topics[0].partitions[0].error_code,
+                    r.topics[0].partitions[0].low_watermark,
+                )
+                == (0, 0)
+            ),
+        )
+    if key == 32:
+        res = DescribeConfigsRequest.DescribeConfigsResource(
+            resource_type=2, resource_name=TOPIC, configuration_keys=None
+        )
+        req = DescribeConfigsRequest(
+            version=version, resources=[res], include_synonyms=True, include_documentation=True
+        )
+
+        def described(r: Any) -> bool:
+            values = {c.name: c.value for c in r.results[0].configs}
+            return r.results[0].error_code == 0 and values["retention.ms"] == "604800000"
+
+        return req, described
+    if key == 44:
+        ireq = IncrementalAlterConfigsRequest
+        res = ireq.AlterConfigsResource(
+            resource_type=2,
+            resource_name=TOPIC,
+            configs=[
+                ireq.AlterConfigsResource.AlterableConfig(
+                    name="retention.ms", config_operation=0, value="1000"
+                )
+            ],
+        )
+        req = ireq(version=version, resources=[res], validate_only=True)
+        return req, lambda r: [x.error_code for x in r.responses] == [0]
     raise AssertionError(f"no sample for API {key}")
 
 
@@ -341,7 +466,7 @@ async def test_responses_keep_request_order_behind_a_parked_reply(
 
 
 async def test_produce_with_acks_0_gets_no_answer(raw_client: ProtocolClient) -> None:
-    part = ProduceRequest.TopicProduceData.PartitionProduceData(index=0, records=None)
+    part = ProduceRequest.TopicProduceData.PartitionProduceData(index=0, records=batch(b"x"))
     request = ProduceRequest(
         version=9,
         transactional_id=None,
@@ -354,3 +479,22 @@ async def test_produce_with_acks_0_gets_no_answer(raw_client: ProtocolClient) ->
     # The next request's answer is the first to arrive: nothing was sent for acks=0.
     response = await asyncio.wait_for(raw_client.request(ApiVersionsRequest(version=0)), 5)
     assert response.error_code == 0
+
+
+async def test_a_failed_acks_0_produce_closes_the_connection(
+    raw_client: ProtocolClient, caplog: pytest.LogCaptureFixture
+) -> None:
+    # As Kafka does: the producer gets no answer to learn from, so the connection closes.
+    part = ProduceRequest.TopicProduceData.PartitionProduceData(index=0, records=None)
+    request = ProduceRequest(
+        version=9,
+        transactional_id=None,
+        acks=0,
+        timeout_ms=1000,
+        topic_data=[ProduceRequest.TopicProduceData(name=TOPIC, partition_data=[part])],
+    )
+    request.with_header(correlation_id=42, client_id="raw")
+    with caplog.at_level(logging.WARNING, "minicoord.connection"):
+        raw_client.send_bytes(bytes(request.encode(header=True, framed=True)))
+        await _assert_closed(raw_client)
+    assert "acks=0 Produce failed (INVALID_RECORD" in caplog.text

@@ -33,15 +33,22 @@ def tombstone(group: str, partition: int) -> Record:
     return Record(offset_commit_key(group, "t", partition), None)
 
 
+def append(plog: PartitionLog, records: list[Record], timestamp: int) -> int:
+    """As the broker does at the end of a turn: accept, write out, commit."""
+    base = plog.append(records, timestamp)
+    plog.commit(plog.write_out())
+    return base
+
+
 def open_log(path: Path, segment_bytes: int = 1 << 20) -> PartitionLog:
-    plog = PartitionLog(path, 7, segment_bytes)
+    plog = PartitionLog(path, "t-7", segment_bytes)
     plog.open()
     return plog
 
 
 def offsets_by_key(plog: PartitionLog) -> dict[tuple[str, int], int | None]:
     latest: dict[tuple[str, int], int | None] = {}
-    for r in plog.read():
+    for r in plog.records():
         key = decode_key(r.key)
         latest[(key.group, key.partition)] = (
             None if r.value is None else decode_value(key, r.value).offset
@@ -66,7 +73,7 @@ def test_batches_round_trip_in_kafkas_format() -> None:
 def test_appends_roll_and_reopen_with_the_same_records(tmp_path: Path) -> None:
     plog = open_log(tmp_path, segment_bytes=1024)
     for i in range(200):
-        assert plog.append([commit("g", i % 3, i)], timestamp=i) == i
+        assert append(plog, [commit("g", i % 3, i)], timestamp=i) == i
     assert len(plog.segments) > 3
     names = sorted(p.name for p in tmp_path.glob("*.log"))
     assert names[0] == "00000000000000000000.log"
@@ -74,8 +81,8 @@ def test_appends_roll_and_reopen_with_the_same_records(tmp_path: Path) -> None:
     plog.close()
     again = open_log(tmp_path, segment_bytes=1024)
     assert again.next_offset == 200
-    assert [r.offset for r in again.read()] == list(range(200))
-    assert again.append([commit("g", 0, 999)], timestamp=1) == 200
+    assert [r.offset for r in again.records()] == list(range(200))
+    assert append(again, [commit("g", 0, 999)], timestamp=1) == 200
 
 
 def test_a_torn_last_batch_is_truncated_with_a_log_line(
@@ -83,7 +90,7 @@ def test_a_torn_last_batch_is_truncated_with_a_log_line(
 ) -> None:
     plog = open_log(tmp_path)
     for i in range(5):
-        plog.append([commit("g", 0, i)], timestamp=i)
+        append(plog, [commit("g", 0, i)], timestamp=i)
     plog.close()
     (segment,) = tmp_path.glob("*.log")
     size = segment.stat().st_size
@@ -97,13 +104,13 @@ def test_a_torn_last_batch_is_truncated_with_a_log_line(
     assert cut.path == segment and cut.position == size - (size // 5)
     assert f"truncating {segment} at byte {cut.position}" in caplog.text
     # The next append continues where the valid data ends.
-    assert again.append([commit("g", 0, 77)], timestamp=9) == 4
+    assert append(again, [commit("g", 0, 77)], timestamp=9) == 4
 
 
 def test_a_flipped_bit_in_the_last_batch_is_truncated(tmp_path: Path) -> None:
     plog = open_log(tmp_path)
     for i in range(5):
-        plog.append([commit("g", 0, i)], timestamp=i)
+        append(plog, [commit("g", 0, i)], timestamp=i)
     plog.close()
     (segment,) = tmp_path.glob("*.log")
     data = bytearray(segment.read_bytes())
@@ -117,7 +124,7 @@ def test_a_flipped_bit_in_the_last_batch_is_truncated(tmp_path: Path) -> None:
 def test_damage_before_valid_data_in_the_active_segment_refuses_the_log(tmp_path: Path) -> None:
     plog = open_log(tmp_path)
     for i in range(5):
-        plog.append([commit("g", 0, i)], timestamp=i)
+        append(plog, [commit("g", 0, i)], timestamp=i)
     plog.close()
     (segment,) = tmp_path.glob("*.log")
     data = bytearray(segment.read_bytes())
@@ -134,7 +141,7 @@ def test_damage_before_valid_data_in_the_active_segment_refuses_the_log(tmp_path
 def test_damage_in_an_earlier_segment_refuses_the_log(tmp_path: Path) -> None:
     plog = open_log(tmp_path, segment_bytes=400)
     for i in range(40):
-        plog.append([commit("g", i % 4, i)], timestamp=i)
+        append(plog, [commit("g", i % 4, i)], timestamp=i)
     plog.close()
     first = sorted(tmp_path.glob("*.log"))[0]
     data = bytearray(first.read_bytes())
@@ -147,7 +154,7 @@ def test_damage_in_an_earlier_segment_refuses_the_log(tmp_path: Path) -> None:
 def test_a_damaged_length_field_is_not_mistaken_for_a_torn_tail(tmp_path: Path) -> None:
     plog = open_log(tmp_path)
     for i in range(4):
-        plog.append([commit("g", 0, i)], timestamp=i)
+        append(plog, [commit("g", 0, i)], timestamp=i)
     plog.close()
     (segment,) = tmp_path.glob("*.log")
     data = bytearray(segment.read_bytes())
@@ -163,7 +170,7 @@ def test_compaction_keeps_the_latest_value_per_key(tmp_path: Path) -> None:
     plog = open_log(tmp_path, segment_bytes=2048)
     keys = 10
     for i in range(1000):
-        plog.append([commit("g", i % keys, i)], timestamp=i)
+        append(plog, [commit("g", i % keys, i)], timestamp=i)
     before = offsets_by_key(plog)
     assert dirty_ratio(plog) == 1.0
     result = clean(plog, now_ms=10_000, delete_retention_ms=1_000_000)
@@ -172,7 +179,7 @@ def test_compaction_keeps_the_latest_value_per_key(tmp_path: Path) -> None:
     # Closed segments hold at most one record per key; only the active one has more.
     closed_records = result.records_after
     assert closed_records <= keys
-    assert len(list(plog.read())) <= keys + 2048 // 50
+    assert len(list(plog.records())) <= keys + 2048 // 50
     assert dirty_ratio(plog) == 0.0
     plog.close()
     assert offsets_by_key(open_log(tmp_path, segment_bytes=2048)) == before
@@ -180,10 +187,10 @@ def test_compaction_keeps_the_latest_value_per_key(tmp_path: Path) -> None:
 
 def test_tombstones_outlive_delete_retention_then_go(tmp_path: Path) -> None:
     plog = open_log(tmp_path, segment_bytes=600)
-    plog.append([commit("g", 0, 1)], timestamp=100)
-    plog.append([tombstone("g", 0)], timestamp=200)
+    append(plog, [commit("g", 0, 1)], timestamp=100)
+    append(plog, [tombstone("g", 0)], timestamp=200)
     for i in range(30):
-        plog.append([commit("h", 1, i)], timestamp=300 + i)
+        append(plog, [commit("h", 1, i)], timestamp=300 + i)
     # Young tombstone: kept, so a replay still sees the deletion.
     clean(plog, now_ms=1_000, delete_retention_ms=10_000)
     assert offsets_by_key(plog)[("g", 0)] is None
@@ -196,7 +203,7 @@ def test_tombstones_outlive_delete_retention_then_go(tmp_path: Path) -> None:
 def test_an_unfinished_cleaning_is_discarded_at_open(tmp_path: Path) -> None:
     plog = open_log(tmp_path, segment_bytes=600)
     for i in range(40):
-        plog.append([commit("g", i % 2, i)], timestamp=i)
+        append(plog, [commit("g", i % 2, i)], timestamp=i)
     before = offsets_by_key(plog)
     plog.close()
     leftover = tmp_path / swap_name(0, 999, CLEANED)
@@ -209,7 +216,7 @@ def test_an_unfinished_cleaning_is_discarded_at_open(tmp_path: Path) -> None:
 def test_an_interrupted_swap_is_completed_at_open(tmp_path: Path) -> None:
     plog = open_log(tmp_path, segment_bytes=600)
     for i in range(60):
-        plog.append([commit("g", i % 2, i)], timestamp=i)
+        append(plog, [commit("g", i % 2, i)], timestamp=i)
     before = offsets_by_key(plog)
     segments = list(plog.segments)
     closed, active = segments[:-1], segments[-1]

@@ -267,14 +267,15 @@ def test_replaying_the_log_gives_the_live_state(operations: list[tuple[Any, ...]
     with tempfile.TemporaryDirectory() as tmp:
         compacted: dict[int, list[tuple[bytes, bytes | None]]] = {}
         for partition in by_partition:
-            plog = PartitionLog(Path(tmp) / str(partition), partition, segment_bytes=1024)
+            plog = PartitionLog(Path(tmp) / str(partition), str(partition), segment_bytes=1024)
             plog.open()
             for p, record in d.records:
                 if p == partition:
                     plog.append([record], timestamp=d.now)
+                    plog.commit(plog.write_out())
             plog.roll()
             clean(plog, now_ms=d.now, delete_retention_ms=10**9)
-            compacted[partition] = [(r.key, r.value) for r in plog.read()]
+            compacted[partition] = [(r.key, r.value) for r in plog.records()]
             # Compaction keeps one record per key at most.
             assert len(compacted[partition]) == len({k for k, _ in compacted[partition]})
             plog.close()

@@ -1,0 +1,102 @@
+"""Cluster metadata records: what the node persists about topics, in KRaft's own format.
+
+Kafka's controller keeps topics, their partitions and configs, and producer id blocks as
+records in `__cluster_metadata`. minicoord writes the same records to a log of the same name
+(on the one log engine): each record has a null key and a value framed as KRaft frames it,
+
+    unsigned varint frame version (1), unsigned varint api key, unsigned varint version,
+    then the record body (flexible encoding),
+
+so the topic layer can be rebuilt by replaying them at start.
+"""
+
+from __future__ import annotations
+
+import io
+from typing import Any
+
+from kafka.protocol.api_data import ApiData
+from minicoord.protocol import schemas
+
+FRAME_VERSION = 1
+RESOURCE_TOPIC = 2
+
+
+class TopicRecord(ApiData, load_json=schemas):
+    pass
+
+
+class PartitionRecord(ApiData, load_json=schemas):
+    pass
+
+
+class ConfigRecord(ApiData, load_json=schemas):
+    pass
+
+
+class RemoveTopicRecord(ApiData, load_json=schemas):
+    pass
+
+
+class ProducerIdsRecord(ApiData, load_json=schemas):
+    pass
+
+
+# The version of each record type minicoord writes.
+WRITTEN_VERSION: dict[type, int] = {
+    TopicRecord: 0,
+    PartitionRecord: 0,
+    ConfigRecord: 0,
+    RemoveTopicRecord: 0,
+    ProducerIdsRecord: 0,
+}
+BY_API_KEY: dict[int, type] = {cls.json["apiKey"]: cls for cls in WRITTEN_VERSION}
+
+
+def _uvarint(n: int) -> bytes:
+    out = bytearray()
+    while n >= 0x80:
+        out.append((n & 0x7F) | 0x80)
+        n >>= 7
+    out.append(n)
+    return bytes(out)
+
+
+def _read_uvarint(data: bytes, pos: int) -> tuple[int, int]:
+    value = shift = 0
+    while True:
+        if pos >= len(data):
+            raise ValueError("varint runs past the end of the record")
+        b = data[pos]
+        pos += 1
+        value |= (b & 0x7F) << shift
+        if b < 0x80:
+            return value, pos
+        shift += 7
+        if shift > 28:
+            raise ValueError("varint longer than 5 bytes")
+
+
+def encode(record: Any) -> bytes:
+    """A record's framed value, ready to append (its key is null)."""
+    cls = type(record)
+    version = WRITTEN_VERSION[cls]
+    body = record.encode(version=version, header=False)
+    return _uvarint(FRAME_VERSION) + _uvarint(cls.json["apiKey"]) + _uvarint(version) + body
+
+
+def decode(value: bytes) -> Any:
+    """A framed value back to its record; ValueError for a frame or type we do not know."""
+    frame, pos = _read_uvarint(value, 0)
+    if frame != FRAME_VERSION:
+        raise ValueError(f"unknown metadata record frame version {frame}")
+    api_key, pos = _read_uvarint(value, pos)
+    version, pos = _read_uvarint(value, pos)
+    cls = BY_API_KEY.get(api_key)
+    if cls is None:
+        raise ValueError(f"unknown metadata record type {api_key}")
+    data = io.BytesIO(value[pos:])
+    record = cls.decode(data, version=version, header=False)
+    if data.read(1):
+        raise ValueError(f"garbage after a {cls.__name__}")
+    return record

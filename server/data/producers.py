@@ -1,0 +1,177 @@
+"""Idempotent producers: each partition's producer state, and producer id allocation.
+
+Kafka's rules (ProducerStateManager / ProducerAppendInfo), kept per partition:
+- A producer is known by its id and epoch; the partition remembers the metadata of its last
+  five batches (the most a producer has in flight with idempotence on).
+- A batch equal to one of those five (same epoch, first and last sequence) is a retry whose
+  answer was lost: it is answered with the original base offset and not appended again.
+- An older epoch than the partition has seen is INVALID_PRODUCER_EPOCH (the producer was
+  replaced). A newer epoch must start again at sequence 0.
+- Otherwise the batch's first sequence must follow the last one (wrapping at 2^31 - 1), or it
+  is OUT_OF_ORDER_SEQUENCE_NUMBER. A producer the partition knows nothing about (it never
+  wrote here, or retention removed its batches) may start at any sequence.
+The state is rebuilt from batch headers when a log is opened, so a restart dedups retries
+of batches written before it.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from dataclasses import dataclass, field
+
+from minicoord.protocol.errors import ErrorCode
+from minicoord.storage.batch import NO_PRODUCER_ID, NO_SEQUENCE, BatchInfo
+
+INT32_MAX = 2**31 - 1
+# Batches a producer may have in flight with idempotence on; Kafka caches as many per producer.
+CACHED_BATCHES = 5
+
+
+def last_sequence(first_sequence: int, last_offset_delta: int) -> int:
+    """The batch's last sequence number; sequences wrap from 2^31 - 1 to 0."""
+    if first_sequence > INT32_MAX - last_offset_delta:
+        return last_offset_delta - (INT32_MAX - first_sequence) - 1
+    return first_sequence + last_offset_delta
+
+
+def in_sequence(last: int, first: int) -> bool:
+    return first == last + 1 or (first == 0 and last == INT32_MAX)
+
+
+@dataclass(frozen=True, slots=True)
+class BatchMeta:
+    first_sequence: int
+    last_sequence: int
+    base_offset: int
+    last_offset_delta: int
+    timestamp: int
+
+
+@dataclass(slots=True)
+class ProducerEntry:
+    epoch: int
+    batches: deque[BatchMeta] = field(default_factory=lambda: deque(maxlen=CACHED_BATCHES))
+
+    @property
+    def last_sequence(self) -> int:
+        return self.batches[-1].last_sequence if self.batches else NO_SEQUENCE
+
+
+@dataclass(frozen=True, slots=True)
+class SequenceCheck:
+    """What to do with a batch: append it, answer it as a duplicate, or refuse it."""
+
+    error: ErrorCode
+    duplicate: BatchMeta | None = None
+    message: str | None = None
+
+
+ACCEPT = SequenceCheck(ErrorCode.NONE)
+
+
+class ProducerStates:
+    """One partition's producers."""
+
+    __slots__ = ("producers",)
+
+    def __init__(self) -> None:
+        self.producers: dict[int, ProducerEntry] = {}
+
+    def check(self, info: BatchInfo) -> SequenceCheck:
+        """Decide on a produced batch (a producer id, or none for a plain producer)."""
+        pid = info.producer_id
+        if pid == NO_PRODUCER_ID:
+            return ACCEPT
+        first = info.base_sequence
+        if first == NO_SEQUENCE:
+            return SequenceCheck(
+                ErrorCode.INVALID_RECORD, message="a batch with a producer id needs a sequence"
+            )
+        entry = self.producers.get(pid)
+        if entry is None:
+            return ACCEPT
+        epoch = info.producer_epoch
+        last = last_sequence(first, info.last_offset_delta)
+        if epoch == entry.epoch:
+            for meta in entry.batches:
+                if meta.first_sequence == first and meta.last_sequence == last:
+                    return SequenceCheck(ErrorCode.NONE, duplicate=meta)
+        if epoch < entry.epoch:
+            return SequenceCheck(
+                ErrorCode.INVALID_PRODUCER_EPOCH,
+                message=f"producer {pid} epoch {epoch} is older than its current {entry.epoch}",
+            )
+        if epoch > entry.epoch:
+            if first != 0:
+                return SequenceCheck(
+                    ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER,
+                    message=f"producer {pid}'s new epoch {epoch} starts at sequence {first}, not 0",
+                )
+            return ACCEPT
+        if entry.batches and not in_sequence(entry.last_sequence, first):
+            return SequenceCheck(
+                ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER,
+                message=f"producer {pid} sent sequence {first} after {entry.last_sequence}",
+            )
+        return ACCEPT
+
+    def update(self, info: BatchInfo, base_offset: int) -> None:
+        """Remember an appended batch (also called for every batch when a log is opened)."""
+        pid = info.producer_id
+        if pid == NO_PRODUCER_ID or info.base_sequence == NO_SEQUENCE:
+            return
+        entry = self.producers.get(pid)
+        if entry is None or info.producer_epoch != entry.epoch:
+            # A new producer, or a new epoch (which starts its sequence afresh).
+            if entry is not None and info.producer_epoch < entry.epoch:
+                return
+            entry = self.producers[pid] = ProducerEntry(info.producer_epoch)
+        entry.batches.append(
+            BatchMeta(
+                info.base_sequence,
+                last_sequence(info.base_sequence, info.last_offset_delta),
+                base_offset,
+                info.last_offset_delta,
+                info.max_timestamp,
+            )
+        )
+
+    def load(self, info: BatchInfo) -> None:
+        """Replay one batch header found in the log (its base offset is already assigned)."""
+        self.update(info, info.base_offset)
+
+
+class ProducerIds:
+    """Producer ids handed out by InitProducerId, never twice, restarts included.
+
+    Ids come from blocks claimed durably (a ProducerIdsRecord in the cluster metadata log,
+    as Kafka's controller does) before any id of a block is given out.
+    """
+
+    BLOCK = 1000
+
+    def __init__(self, next_block_start: int = 0) -> None:
+        self.next_block_start = next_block_start
+        self._next = next_block_start
+        self._end = next_block_start
+
+    def needs_block(self) -> bool:
+        return self._next >= self._end
+
+    def claim_block(self) -> int:
+        """Claim the next block; the caller persists `next_block_start` before using it."""
+        self._next = self.next_block_start
+        self._end = self.next_block_start + self.BLOCK
+        self.next_block_start = self._end
+        return self.next_block_start
+
+    def restore(self, next_block_start: int) -> None:
+        """A claimed block found in the metadata log: ids below it are spent."""
+        self.next_block_start = max(self.next_block_start, next_block_start)
+        self._next = self._end = self.next_block_start
+
+    def allocate(self) -> int:
+        assert not self.needs_block()
+        pid = self._next
+        self._next += 1
+        return pid

@@ -1,0 +1,273 @@
+"""Checking a producer's batch before it is appended (Kafka's LogValidator, for magic 2).
+
+Pure functions over bytes: `check_produced` returns the batch ready to append (a private copy
+whose header the log may rewrite) and its header, or raises `InvalidBatch` with the error
+code Kafka answers, its message and (for record-level problems) the offending records;
+nothing of a refused batch is ever appended. The checks and their codes follow Kafka's order:
+framing (CORRUPT_MESSAGE / INVALID_RECORD), size (MESSAGE_TOO_LARGE), CRC (CORRUPT_MESSAGE),
+the batch header (INVALID_RECORD), then every record (INVALID_RECORD, INVALID_TIMESTAMP).
+
+Records are walked without building objects: per record its length, attributes, timestamp
+and offset deltas and key length, which is what the checks need. A compressed batch is
+decompressed to be walked (Kafka does the same) but stored exactly as the producer sent it.
+"""
+
+from __future__ import annotations
+
+import struct
+from dataclasses import dataclass
+
+from crc32c import crc32c
+from kafka.codec import gzip_decode, lz4_decode, snappy_decode, zstd_decode
+from minicoord.protocol.errors import ErrorCode
+from minicoord.storage.batch import (
+    ATTRIBUTES_AT,
+    COMPRESSION_MASK,
+    CONTROL,
+    CRC_AT,
+    HEADER_SIZE,
+    MAGIC,
+    MAGIC_AT,
+    MAX_TIMESTAMP_AT,
+    NO_PRODUCER_ID,
+    PREFIX_SIZE,
+    TIMESTAMP_TYPE_LOG_APPEND,
+    BatchInfo,
+    batch_info,
+    crc_valid,
+    set_log_append_time,
+)
+
+ZSTD = 4
+_DECOMPRESS = {1: gzip_decode, 2: snappy_decode, 3: lz4_decode, ZSTD: zstd_decode}
+_PREFIX = struct.Struct(">qi")
+_I64 = struct.Struct(">q")
+_U32 = struct.Struct(">I")
+# Kafka's smallest legacy batch overhead: a length field below it is not a batch at all.
+MIN_LENGTH_FIELD = 14
+
+
+class InvalidBatch(Exception):
+    def __init__(
+        self,
+        error: ErrorCode,
+        message: str,
+        record_errors: tuple[tuple[int, str], ...] = (),
+    ) -> None:
+        super().__init__(message)
+        self.error = error
+        self.message = message
+        # (index of the record in the batch, why), for ProduceResponse's record_errors (v8+).
+        self.record_errors = record_errors
+
+
+@dataclass(frozen=True, slots=True)
+class Limits:
+    """The topic's configs that decide whether a batch is accepted."""
+
+    max_message_bytes: int
+    segment_bytes: int
+    log_append_time: bool
+    compacted: bool
+    # message.timestamp.before.max.ms / after.max.ms (CreateTime only).
+    before_max_ms: int
+    after_max_ms: int
+
+
+def check_produced(
+    records: bytes | bytearray | memoryview | None, limits: Limits, now: int, version: int
+) -> tuple[bytearray, BatchInfo]:
+    """Validate one partition's records from a Produce request; the batch to append."""
+    size = _frame(records)
+    assert records is not None
+    if records[MAGIC_AT] != MAGIC:
+        raise InvalidBatch(
+            ErrorCode.INVALID_RECORD,
+            f"Produce requests must carry record batches of magic {MAGIC}, not {records[MAGIC_AT]}",
+        )
+    if size < HEADER_SIZE:
+        raise InvalidBatch(ErrorCode.CORRUPT_MESSAGE, f"a batch of {size} bytes is truncated")
+    info = batch_info(records)
+    compression = info.attributes & COMPRESSION_MASK
+    if compression == ZSTD and version < 7:
+        raise InvalidBatch(ErrorCode.UNSUPPORTED_COMPRESSION_TYPE, "zstd needs Produce v7 or later")
+    if info.base_offset != 0:
+        raise InvalidBatch(
+            ErrorCode.INVALID_RECORD, f"the batch's base offset is {info.base_offset}, not 0"
+        )
+    if size > limits.max_message_bytes:
+        raise InvalidBatch(
+            ErrorCode.MESSAGE_TOO_LARGE,
+            f"the batch is {size} bytes, larger than max.message.bytes={limits.max_message_bytes}",
+        )
+    if not crc_valid(records):
+        raise InvalidBatch(ErrorCode.CORRUPT_MESSAGE, "the batch's CRC-32C does not match")
+    if info.records <= 0 or info.last_offset_delta + 1 != info.records:
+        raise InvalidBatch(
+            ErrorCode.INVALID_RECORD,
+            f"Inconsistent batch offset range ({info.last_offset_delta + 1}) and count of "
+            f"records ({info.records})",
+        )
+    if info.attributes & CONTROL:
+        raise InvalidBatch(
+            ErrorCode.INVALID_RECORD, "Clients are not allowed to write control records"
+        )
+    if info.producer_id != NO_PRODUCER_ID and info.base_sequence < 0:
+        raise InvalidBatch(ErrorCode.INVALID_RECORD, "Invalid sequence number")
+    if compression == 0:
+        body: bytes | bytearray | memoryview = memoryview(records)[HEADER_SIZE:size]
+    else:
+        decompress = _DECOMPRESS.get(compression)
+        if decompress is None:
+            raise InvalidBatch(ErrorCode.CORRUPT_MESSAGE, f"unknown compression type {compression}")
+        try:
+            body = decompress(bytes(memoryview(records)[HEADER_SIZE:size]))
+        except Exception as exc:
+            raise InvalidBatch(
+                ErrorCode.CORRUPT_MESSAGE, f"the batch does not decompress: {exc}"
+            ) from exc
+    check_timestamps = not limits.log_append_time
+    max_ts = _walk_records(body, info, limits, now if check_timestamps else None)
+    if check_timestamps and info.attributes & TIMESTAMP_TYPE_LOG_APPEND:
+        raise InvalidBatch(
+            ErrorCode.INVALID_TIMESTAMP,
+            "Invalid timestamp type in message: the producer should not set LogAppendTime",
+        )
+    if size > limits.segment_bytes:
+        raise InvalidBatch(
+            ErrorCode.RECORD_LIST_TOO_LARGE,
+            f"the batch is {size} bytes, larger than segment.bytes={limits.segment_bytes}",
+        )
+    batch = bytearray(memoryview(records)[:size])
+    if limits.log_append_time:
+        set_log_append_time(batch, now)
+        return batch, batch_info(batch)
+    if max_ts != info.max_timestamp:
+        # As Kafka does: the batch says what its records say, whatever the producer wrote.
+        _I64.pack_into(batch, MAX_TIMESTAMP_AT, max_ts)
+        _U32.pack_into(batch, CRC_AT, crc32c(memoryview(batch)[ATTRIBUTES_AT:]))
+        info = batch_info(batch)
+    return batch, info
+
+
+def _frame(records: bytes | bytearray | memoryview | None) -> int:
+    """The size of the one batch a partition's record set must hold (ignoring a cut-off
+    trailing batch, as Kafka does)."""
+    if records is None or len(records) < PREFIX_SIZE:
+        raise InvalidBatch(
+            ErrorCode.INVALID_RECORD,
+            "Produce requests must have at least one record batch per partition",
+        )
+    _base, length = _PREFIX.unpack_from(records, 0)
+    magic = records[MAGIC_AT] if len(records) > MAGIC_AT else 0
+    if length < MIN_LENGTH_FIELD or magic > MAGIC:
+        raise InvalidBatch(ErrorCode.CORRUPT_MESSAGE, f"record batch length {length} is invalid")
+    size = PREFIX_SIZE + length
+    if size > len(records):
+        raise InvalidBatch(
+            ErrorCode.INVALID_RECORD,
+            "Produce requests must have at least one record batch per partition",
+        )
+    rest = len(records) - size
+    if rest >= PREFIX_SIZE:
+        _base, length = _PREFIX.unpack_from(records, size)
+        if length >= MIN_LENGTH_FIELD and PREFIX_SIZE + length <= rest:
+            raise InvalidBatch(
+                ErrorCode.INVALID_RECORD,
+                "Produce requests are only allowed to contain exactly one record batch per "
+                "partition",
+            )
+    return size
+
+
+def _walk_records(
+    body: bytes | bytearray | memoryview, info: BatchInfo, limits: Limits, now: int | None
+) -> int:
+    """Walk the batch's records, collecting per-record errors; the largest record timestamp.
+
+    Structural damage raises at once (INVALID_RECORD, as Kafka does); a record breaking a
+    rule (no key on a compacted topic, a timestamp out of range) is listed, and every record
+    is looked at before the batch is refused.
+    """
+    buf = body if isinstance(body, (bytes, bytearray)) else bytes(body)
+    end = len(buf)
+    pos = 0
+    count = info.records
+    first_ts = info.first_timestamp
+    max_ts = -1
+    errors: list[tuple[int, str]] = []
+    timestamp_error = False
+    before, after = limits.before_max_ms, limits.after_max_ms
+    for index in range(count):
+        try:
+            length, pos = _varint(buf, pos)
+            stop = pos + length
+            if length < 6 or stop > end:
+                raise IndexError
+            ts_delta, pos = _varint(buf, pos + 1)  # after the attributes byte
+            _offset_delta, pos = _varint(buf, pos)
+            key_length, pos = _varint(buf, pos)
+        except IndexError:
+            raise InvalidBatch(
+                ErrorCode.INVALID_RECORD,
+                "Incorrect declared batch size, premature EOF reached"
+                if pos >= end
+                else f"Invalid record size at record {index}",
+            ) from None
+        timestamp = first_ts + ts_delta
+        if timestamp > max_ts:
+            max_ts = timestamp
+        if limits.compacted and key_length < 0:
+            errors.append((index, "Compacted topic cannot accept message without key"))
+        elif (
+            now is not None
+            and timestamp != -1
+            and (now - timestamp > before or timestamp - now > after)
+        ):
+            timestamp_error = True
+            errors.append(
+                (
+                    index,
+                    f"Timestamp {timestamp} of message with offset {index} is out of range. "
+                    f"The timestamp should be within [{now - before}, {now + after}]",
+                )
+            )
+        pos = stop
+    if pos != end:
+        raise InvalidBatch(
+            ErrorCode.INVALID_RECORD, "Incorrect declared batch size, records still remaining"
+        )
+    if errors:
+        if timestamp_error:
+            code, message = (
+                ErrorCode.INVALID_TIMESTAMP,
+                "One or more records have been rejected due to invalid timestamp",
+            )
+        else:
+            code = ErrorCode.INVALID_RECORD
+            shown = ", ".join(f"RecordError(batchIndex={i}, message='{m}')" for i, m in errors[:3])
+            message = (
+                f"One or more records have been rejected due to {len(errors)} record errors in "
+                f"total, and only showing the first three errors at most: [{shown}]"
+            )
+        raise InvalidBatch(code, message, tuple(errors))
+    return max_ts
+
+
+def _varint(buf: bytes | bytearray, pos: int) -> tuple[int, int]:
+    """A zigzag varint at pos; IndexError past the end (or longer than ten bytes)."""
+    b = buf[pos]
+    if b < 0x80:
+        return (b >> 1) ^ -(b & 1), pos + 1
+    value = b & 0x7F
+    shift = 7
+    pos += 1
+    while True:
+        b = buf[pos]
+        pos += 1
+        value |= (b & 0x7F) << shift
+        if b < 0x80:
+            return (value >> 1) ^ -(value & 1), pos
+        shift += 7
+        if shift > 63:
+            raise IndexError

@@ -1,0 +1,71 @@
+"""CreatePartitions (key 37), versions 0-3.
+
+Adds partitions to a topic (PartitionRecords, then new empty logs); the count must grow
+(INVALID_PARTITIONS otherwise), and explicit assignments must name this node once per new
+partition (INVALID_REPLICA_ASSIGNMENT). `validate_only` checks and changes nothing. v2 is
+flexible. minicoord refuses to grow `__consumer_offsets`: a group's offsets partition is a
+function of that count, and Kafka's coordinator would lose track of its groups too.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from kafka.protocol.admin import CreatePartitionsResponse
+from minicoord.protocol.apis import SPECS
+from minicoord.protocol.errors import ErrorCode
+from minicoord.server.coordinator.results import Result
+from minicoord.server.handlers.base import Handler, RequestContext
+
+API_KEY = 37
+TopicResult = CreatePartitionsResponse.CreatePartitionsTopicResult
+
+
+def handle(ctx: RequestContext, request: Any) -> Any:
+    broker = ctx.broker
+    names = [t.name for t in request.topics]
+    node = broker.config.broker_id
+    results = []
+    for t in request.topics:
+        topic = broker.topics.get(t.name)
+        error, message = ErrorCode.NONE, None
+        if names.count(t.name) > 1:
+            error, message = ErrorCode.INVALID_REQUEST, "Duplicate topic name."
+        elif topic is None:
+            error, message = (
+                ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+                "This server does not host this topic.",
+            )
+        elif topic.internal:
+            error = ErrorCode.INVALID_REQUEST
+            message = f"the partition count of {topic.name} is offsets.topic.num.partitions"
+        elif t.count == topic.partitions:
+            error, message = (
+                ErrorCode.INVALID_PARTITIONS,
+                f"Topic already has {t.count} partition(s).",
+            )
+        elif t.count < topic.partitions:
+            error = ErrorCode.INVALID_PARTITIONS
+            message = (
+                f"The topic {t.name} currently has {topic.partitions} partition(s); "
+                f"{t.count} would not be an increase."
+            )
+        elif t.assignments is not None and len(t.assignments) != t.count - topic.partitions:
+            error = ErrorCode.INVALID_REPLICA_ASSIGNMENT
+            message = (
+                f"Attempted to add {t.count - topic.partitions} additional partition(s), but "
+                f"only {len(t.assignments)} assignment(s) were specified."
+            )
+        elif t.assignments is not None and any(list(a.broker_ids) != [node] for a in t.assignments):
+            error = ErrorCode.INVALID_REPLICA_ASSIGNMENT
+            message = f"every replica assignment must be [{node}]: this is the only broker"
+        elif not request.validate_only:
+            broker.add_partitions(topic, t.count)
+        results.append(TopicResult(name=t.name, error_code=error, error_message=message))
+    response = CreatePartitionsResponse(version=ctx.version, throttle_time_ms=0, results=results)
+    parked = ctx.park(lambda _: response)
+    broker.apply(Result(None, [], []), parked)
+    return parked
+
+
+HANDLER = Handler.for_spec(SPECS[API_KEY], handle)

@@ -1,0 +1,82 @@
+"""DeleteTopics (key 20), versions 1-6.
+
+Removes each topic: its metadata record (RemoveTopicRecord) first, then its logs, the fetches
+waiting on it (answered at once) and every group's offsets for it, as Kafka does. A topic of
+the same name created later has a new id and starts at offset 0. v4 is flexible; v5 adds
+error messages; v6 names topics by name or id. `delete.topic.enable=false` refuses all
+(TOPIC_DELETION_DISABLED). Unlike a KRaft controller, minicoord refuses to delete its
+`__consumer_offsets` topic: the coordinator's state lives there.
+"""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+from kafka.protocol.admin import DeleteTopicsResponse
+from minicoord.protocol.apis import SPECS
+from minicoord.protocol.errors import ErrorCode
+from minicoord.server.coordinator.results import Result
+from minicoord.server.handlers.base import Handler, RequestContext
+from minicoord.server.topics import Topic
+
+API_KEY = 20
+Result_ = DeleteTopicsResponse.DeletableTopicResult
+_ZERO_UUID = uuid.UUID(int=0)
+
+
+def handle(ctx: RequestContext, request: Any) -> Any:
+    version = ctx.version
+    broker = ctx.broker
+    registry = broker.topics
+    if version >= 6:
+        entries = [(t.name, t.topic_id) for t in request.topics]
+    else:
+        entries = [(name, None) for name in request.topic_names]
+    results = []
+    names_seen: set[str] = set()
+    to_delete: list[Topic] = []
+    for name, topic_id in entries:
+        topic_id = None if topic_id == _ZERO_UUID else topic_id
+        topic: Topic | None = None
+        error, message = ErrorCode.NONE, None
+        if not broker.config.delete_topic_enable:
+            error = ErrorCode.TOPIC_DELETION_DISABLED if version >= 3 else ErrorCode.INVALID_REQUEST
+            message = "Topic deletion is disabled (delete.topic.enable=false)."
+        elif name is None and topic_id is None:
+            error, message = ErrorCode.INVALID_REQUEST, "Neither topic name nor id were specified."
+        elif name is not None and topic_id is not None:
+            error, message = (
+                ErrorCode.INVALID_REQUEST,
+                "You may not specify both topic name and topic id.",
+            )
+        else:
+            topic = registry.get(name) if name is not None else registry.by_id(topic_id)
+            if topic is None:
+                error = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION if name else ErrorCode.UNKNOWN_TOPIC_ID
+                message = "This server does not host this topic."
+            elif topic.name in names_seen:
+                error, message = ErrorCode.INVALID_REQUEST, "Duplicate topic name."
+            elif topic.internal:
+                error = ErrorCode.INVALID_REQUEST
+                message = f"minicoord keeps its internal topic {topic.name}: groups live there"
+            else:
+                names_seen.add(topic.name)
+                to_delete.append(topic)
+        results.append(
+            Result_(
+                name=topic.name if topic is not None else name,
+                topic_id=topic.topic_id if topic is not None else (topic_id or _ZERO_UUID),
+                error_code=error,
+                error_message=message,
+            )
+        )
+    for topic in to_delete:
+        broker.delete_topic(topic)
+    response = DeleteTopicsResponse(version=version, throttle_time_ms=0, responses=results)
+    parked = ctx.park(lambda _: response)
+    broker.apply(Result(None, [], []), parked)  # answered once the removals are durable
+    return parked
+
+
+HANDLER = Handler.for_spec(SPECS[API_KEY], handle)

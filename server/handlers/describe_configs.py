@@ -1,0 +1,123 @@
+"""DescribeConfigs (key 32), versions 1-4.
+
+Topics: every Kafka topic config with its value and where the value came from (the topic's
+override, a broker config given with --config, or Kafka's default), with synonyms when asked
+(v1+), types and documentation when asked (v3+). The broker (named by its id): every broker
+config minicoord has, read-only (they are set at start). v4 is flexible.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from kafka.protocol.admin import DescribeConfigsResponse
+from minicoord.protocol.apis import SPECS
+from minicoord.protocol.errors import ErrorCode
+from minicoord.server.config import Config
+from minicoord.server.handlers.base import Handler, RequestContext
+from minicoord.server.topic_configs import ConfigSource, ConfigType
+from minicoord.server.topics import topic_name_error
+
+API_KEY = 32
+RESOURCE_TOPIC = 2
+RESOURCE_BROKER = 4
+ResultCls = DescribeConfigsResponse.DescribeConfigsResult
+Entry = ResultCls.DescribeConfigsResourceResult
+Synonym = Entry.DescribeConfigsSynonym
+
+
+def handle(ctx: RequestContext, request: Any) -> Any:
+    version = ctx.version
+    synonyms = version >= 1 and bool(request.include_synonyms)
+    documentation = version >= 3 and bool(request.include_documentation)
+    results = []
+    for r in request.resources:
+        keys = list(r.configuration_keys) if r.configuration_keys else None
+        error, message, configs = ErrorCode.NONE, None, []
+        if r.resource_type == RESOURCE_TOPIC:
+            topic = ctx.broker.topics.get(r.resource_name)
+            if topic_name_error(r.resource_name) is not None:
+                error, message = ErrorCode.INVALID_TOPIC_EXCEPTION, "invalid topic name"
+            elif topic is None:
+                error = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+                message = f"Topic {r.resource_name} does not exist"
+            else:
+                configs = [
+                    Entry(
+                        name=e.name,
+                        value=e.value,
+                        read_only=False,
+                        config_source=e.source,
+                        is_default=e.source is ConfigSource.DEFAULT_CONFIG,
+                        is_sensitive=False,
+                        synonyms=[Synonym(name=n, value=v, source=s) for n, v, s in e.synonyms]
+                        if synonyms
+                        else [],
+                        config_type=e.type,
+                        documentation=e.doc if documentation else None,
+                    )
+                    for e in ctx.broker.topics.config_of(topic).describe(keys)
+                ]
+        elif r.resource_type == RESOURCE_BROKER:
+            if r.resource_name == "":
+                configs = []  # no cluster-wide dynamic defaults
+            elif r.resource_name != str(ctx.broker.config.broker_id):
+                error = ErrorCode.INVALID_REQUEST
+                message = f"Unexpected broker id, expected {ctx.broker.config.broker_id}"
+            else:
+                configs = _broker_entries(ctx.broker.config, keys, synonyms, documentation)
+        else:
+            error = ErrorCode.INVALID_REQUEST
+            message = f"resource type {r.resource_type} is not supported"
+        results.append(
+            ResultCls(
+                error_code=error,
+                error_message=message,
+                resource_type=r.resource_type,
+                resource_name=r.resource_name,
+                configs=configs,
+            )
+        )
+    return DescribeConfigsResponse(version=version, throttle_time_ms=0, results=results)
+
+
+def _broker_entries(
+    config: Config, keys: list[str] | None, synonyms: bool, documentation: bool
+) -> list[Any]:
+    out = []
+    for name in config.known_names():
+        if keys and name not in keys:
+            continue
+        value = config.value_of(name)
+        source = (
+            ConfigSource.STATIC_BROKER_CONFIG
+            if name in config.explicit
+            else ConfigSource.DEFAULT_CONFIG
+        )
+        out.append(
+            Entry(
+                name=name,
+                value=value,
+                read_only=True,
+                config_source=source,
+                is_default=source is ConfigSource.DEFAULT_CONFIG,
+                is_sensitive=False,
+                synonyms=[Synonym(name=name, value=value, source=source)] if synonyms else [],
+                config_type=_type_of(getattr(config, name.replace(".", "_"))),
+                documentation=None,
+            )
+        )
+    return out
+
+
+def _type_of(value: Any) -> ConfigType:
+    if isinstance(value, bool):
+        return ConfigType.BOOLEAN
+    if isinstance(value, int):
+        return ConfigType.LONG
+    if isinstance(value, float):
+        return ConfigType.DOUBLE
+    return ConfigType.STRING
+
+
+HANDLER = Handler.for_spec(SPECS[API_KEY], handle)

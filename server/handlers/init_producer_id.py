@@ -1,0 +1,66 @@
+"""InitProducerId (key 22), versions 0-5 (v6, two-phase commit, is unstable in Kafka).
+
+For an idempotent producer (no transactional id) every call gets a fresh producer id with
+epoch 0, whatever id and epoch it sends, as Kafka's coordinator answers; epoch bumps of an
+idempotent producer are the client's own (KIP-360). Ids come from blocks claimed in the
+cluster metadata log before use, so none is handed out twice, restarts included. A
+transactional id is answered COORDINATOR_NOT_AVAILABLE: there is no transaction coordinator
+(FindCoordinator says the same). v2 is flexible; v3 carries the producer's id and epoch; v4
+PRODUCER_FENCED; v5 TRANSACTION_ABORTABLE.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from kafka.protocol.producer import InitProducerIdResponse
+from minicoord.protocol import metadata_records as mr
+from minicoord.protocol.apis import SPECS
+from minicoord.protocol.errors import ErrorCode
+from minicoord.server.coordinator.results import Result
+from minicoord.server.handlers.base import Handler, RequestContext
+
+API_KEY = 22
+
+
+def handle(ctx: RequestContext, request: Any) -> Any:
+    version = ctx.version
+
+    def answer(error: ErrorCode, producer_id: int = -1, epoch: int = -1) -> Any:
+        return InitProducerIdResponse(
+            version=version,
+            throttle_time_ms=0,
+            error_code=error,
+            producer_id=producer_id,
+            producer_epoch=epoch,
+        )
+
+    if version >= 3 and (request.producer_id == -1) != (request.producer_epoch == -1):
+        return answer(ErrorCode.INVALID_REQUEST)
+    if request.transactional_id is not None:
+        if not request.transactional_id:
+            return answer(ErrorCode.INVALID_REQUEST)
+        return answer(ErrorCode.COORDINATOR_NOT_AVAILABLE)
+    broker = ctx.broker
+    ids = broker.data.producer_ids
+    if ids.needs_block():
+        next_start = ids.claim_block()
+        broker.persist_metadata(
+            [
+                mr.encode(
+                    mr.ProducerIdsRecord(
+                        broker_id=broker.config.broker_id,
+                        broker_epoch=-1,
+                        next_producer_id=next_start,
+                    )
+                )
+            ]
+        )
+    producer_id = ids.allocate()
+    parked = ctx.park(lambda _: answer(ErrorCode.NONE, producer_id, 0))
+    # Answered once the block it came from is durable.
+    broker.apply(Result(None, [], []), parked)
+    return parked
+
+
+HANDLER = Handler.for_spec(SPECS[API_KEY], handle, max_version=5)

@@ -1,0 +1,308 @@
+"""Topic configs: Kafka 4's names, types, defaults and validation, and each topic's values.
+
+A topic's value for a config is its own override if it has one, else the broker's value of
+the config's broker synonym (`log.retention.ms` for `retention.ms`, …) when minicoord has
+that broker config, else Kafka's default. DescribeConfigs reports every config with where
+its value came from, as Kafka does.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from enum import IntEnum
+from typing import Any
+
+LONG_MAX = 9_223_372_036_854_775_807
+INT_MAX = 2_147_483_647
+
+
+class ConfigType(IntEnum):
+    """DescribeConfigs' config_type (v3+)."""
+
+    BOOLEAN = 1
+    STRING = 2
+    INT = 3
+    LONG = 5
+    DOUBLE = 6
+    LIST = 7
+
+
+class ConfigSource(IntEnum):
+    """DescribeConfigs' config_source (v1+)."""
+
+    TOPIC_CONFIG = 1
+    STATIC_BROKER_CONFIG = 4
+    DEFAULT_CONFIG = 5
+
+
+@dataclass(frozen=True, slots=True)
+class ConfigDef:
+    name: str
+    type: ConfigType
+    default: str
+    doc: str
+    # The broker config whose value is the default for every topic, if minicoord has it.
+    synonym: str | None = None
+    minimum: float | None = None
+    maximum: float | None = None
+    choices: tuple[str, ...] = ()
+
+    def parse(self, raw: str) -> Any:
+        """The typed value; ValueError with Kafka's wording when it is not valid."""
+        value: Any
+        text = raw.strip()
+        try:
+            if self.type is ConfigType.BOOLEAN:
+                if text.lower() not in ("true", "false"):
+                    raise ValueError
+                value = text.lower() == "true"
+            elif self.type in (ConfigType.INT, ConfigType.LONG):
+                value = int(text)
+                limit = INT_MAX if self.type is ConfigType.INT else LONG_MAX
+                if not -limit - 1 <= value <= limit:
+                    raise ValueError
+            elif self.type is ConfigType.DOUBLE:
+                value = float(text)
+            elif self.type is ConfigType.LIST:
+                value = tuple(part.strip() for part in text.split(",") if part.strip())
+            else:
+                value = text
+        except ValueError:
+            raise ValueError(
+                f"Invalid value {raw} for configuration {self.name}: Not a valid "
+                f"{self.type.name.lower()}"
+            ) from None
+        items = value if self.type is ConfigType.LIST else (value,)
+        for item in items:
+            if self.choices and item not in self.choices:
+                raise ValueError(
+                    f"Invalid value {raw} for configuration {self.name}: String must be one "
+                    f"of: {', '.join(self.choices)}"
+                )
+            if self.minimum is not None and item < self.minimum:
+                raise ValueError(
+                    f"Invalid value {raw} for configuration {self.name}: Value must be at "
+                    f"least {_number(self.minimum)}"
+                )
+            if self.maximum is not None and item > self.maximum:
+                raise ValueError(
+                    f"Invalid value {raw} for configuration {self.name}: Value must be no "
+                    f"more than {_number(self.maximum)}"
+                )
+        return value
+
+
+def _number(x: float) -> str:
+    return str(int(x)) if float(x).is_integer() else str(x)
+
+
+def _defs(*defs: ConfigDef) -> dict[str, ConfigDef]:
+    return {d.name: d for d in defs}
+
+
+B, S, INT, L, D, LI = (
+    ConfigType.BOOLEAN,
+    ConfigType.STRING,
+    ConfigType.INT,
+    ConfigType.LONG,
+    ConfigType.DOUBLE,
+    ConfigType.LIST,
+)
+
+# Kafka 4.0's topic configs (LogConfig), with their defaults.
+TOPIC_CONFIGS: dict[str, ConfigDef] = _defs(
+    ConfigDef("cleanup.policy", LI, "delete", "The retention policy to use on log segments: "
+              "delete (discard old segments) and/or compact (keep the latest value per key).",
+              "log.cleanup.policy", choices=("compact", "delete")),
+    ConfigDef("compression.type", S, "producer", "The final compression type for a topic.",
+              "compression.type",
+              choices=("uncompressed", "zstd", "lz4", "snappy", "gzip", "producer")),
+    ConfigDef("compression.gzip.level", INT, "-1", "The compression level for gzip."),
+    ConfigDef("compression.lz4.level", INT, "9", "The compression level for lz4.", None, 1, 17),
+    ConfigDef("compression.zstd.level", INT, "3", "The compression level for zstd.", None,
+              -131072, 22),
+    ConfigDef("delete.retention.ms", L, "86400000", "How long delete tombstone markers are "
+              "retained for log compacted topics.", "log.cleaner.delete.retention.ms", 0),
+    ConfigDef("file.delete.delay.ms", L, "60000", "The time to wait before deleting a file "
+              "from the filesystem.", None, 0),
+    ConfigDef("flush.messages", L, str(LONG_MAX), "Messages after which a log is fsync'd.",
+              None, 1),
+    ConfigDef("flush.ms", L, str(LONG_MAX), "Time after which a log is fsync'd.", None, 0),
+    ConfigDef("follower.replication.throttled.replicas", LI, "", "Replicas to throttle."),
+    ConfigDef("index.interval.bytes", INT, "4096", "How frequently an offset index entry is "
+              "added.", None, 0),
+    ConfigDef("leader.replication.throttled.replicas", LI, "", "Replicas to throttle."),
+    ConfigDef("local.retention.bytes", L, "-2", "Local log size kept with tiered storage.",
+              None, -2),
+    ConfigDef("local.retention.ms", L, "-2", "Local log age kept with tiered storage.", None, -2),
+    ConfigDef("max.compaction.lag.ms", L, str(LONG_MAX), "The maximum time a message will "
+              "remain ineligible for compaction in the log.", None, 1),
+    ConfigDef("max.message.bytes", INT, "1048588", "The largest record batch size allowed.",
+              "message.max.bytes", 0),
+    ConfigDef("message.timestamp.after.max.ms", L, "3600000", "How far in the future a "
+              "CreateTime timestamp may be.", "log.message.timestamp.after.max.ms", 0),
+    ConfigDef("message.timestamp.before.max.ms", L, str(LONG_MAX), "How far in the past a "
+              "CreateTime timestamp may be.", "log.message.timestamp.before.max.ms", 0),
+    ConfigDef("message.timestamp.type", S, "CreateTime", "Whether the timestamp in the message "
+              "is message create time or log append time.", "log.message.timestamp.type",
+              choices=("CreateTime", "LogAppendTime")),
+    ConfigDef("min.cleanable.dirty.ratio", D, "0.5", "How frequently the log compactor will "
+              "attempt to clean the log.", "log.cleaner.min.cleanable.ratio", 0, 1),
+    ConfigDef("min.compaction.lag.ms", L, "0", "The minimum time a message will remain "
+              "uncompacted in the log.", None, 0),
+    ConfigDef("min.insync.replicas", INT, "1", "The minimum number of replicas that must "
+              "acknowledge a write with acks=all.", None, 1),
+    ConfigDef("preallocate", B, "false", "Preallocate the file on disk when creating a new "
+              "log segment."),
+    ConfigDef("remote.log.copy.disable", B, "false", "Tiered storage: stop copying segments."),
+    ConfigDef("remote.log.delete.on.disable", B, "false", "Tiered storage: delete on disable."),
+    ConfigDef("remote.storage.enable", B, "false", "Tiered storage for the topic.",
+              choices=()),
+    ConfigDef("retention.bytes", L, "-1", "The maximum size a partition can grow to before "
+              "old log segments are discarded.", "log.retention.bytes"),
+    ConfigDef("retention.ms", L, "604800000", "The maximum time a log is retained before old "
+              "log segments are discarded.", "log.retention.ms", -1),
+    ConfigDef("segment.bytes", INT, "1073741824", "The segment file size for the log.",
+              "log.segment.bytes", 1_048_576),
+    ConfigDef("segment.index.bytes", INT, "10485760", "The size of the index that maps offsets "
+              "to file positions.", None, 4),
+    ConfigDef("segment.jitter.ms", L, "0", "Jitter subtracted from segment.ms.", None, 0),
+    ConfigDef("segment.ms", L, "604800000", "The period after which the log rolls even if the "
+              "segment file isn't full.", None, 1),
+    ConfigDef("unclean.leader.election.enable", B, "false", "Unclean leader election."),
+)  # fmt: skip
+
+
+class InvalidConfig(ValueError):
+    pass
+
+
+def validate(overrides: Mapping[str, str | None]) -> dict[str, Any]:
+    """Parsed overrides; InvalidConfig (INVALID_CONFIG) naming the first problem."""
+    nulls = [k for k, v in overrides.items() if v is None]
+    if nulls:
+        raise InvalidConfig(f"Null value not supported for topic configs: {','.join(nulls)}")
+    parsed: dict[str, Any] = {}
+    for name, raw in overrides.items():
+        definition = TOPIC_CONFIGS.get(name)
+        if definition is None:
+            raise InvalidConfig(f"Unknown topic config name: {name}")
+        assert raw is not None
+        try:
+            parsed[name] = definition.parse(raw)
+        except ValueError as exc:
+            raise InvalidConfig(str(exc)) from None
+    if parsed.get("remote.storage.enable"):
+        raise InvalidConfig("Tiered storage is not enabled on this cluster")
+    if parsed.get("min.compaction.lag.ms", 0) > parsed.get("max.compaction.lag.ms", LONG_MAX):
+        raise InvalidConfig(
+            "conflict topic config setting min.compaction.lag.ms > max.compaction.lag.ms"
+        )
+    return parsed
+
+
+@dataclass(frozen=True, slots=True)
+class ConfigEntry:
+    name: str
+    value: str
+    source: ConfigSource
+    type: ConfigType
+    doc: str
+    synonyms: tuple[tuple[str, str, ConfigSource], ...]
+
+
+class TopicConfig:
+    """One topic's effective configs, from its overrides over the broker's defaults."""
+
+    __slots__ = (
+        "_broker",
+        "after_max_ms",
+        "before_max_ms",
+        "compact",
+        "delete",
+        "delete_retention_ms",
+        "log_append_time",
+        "max_message_bytes",
+        "min_cleanable_ratio",
+        "overrides",
+        "retention_bytes",
+        "retention_ms",
+        "segment_bytes",
+        "segment_ms",
+    )
+
+    def __init__(self, overrides: Mapping[str, str], broker: BrokerDefaults) -> None:
+        self.overrides = dict(overrides)
+        self._broker = broker
+        v = self.value
+        policy = v("cleanup.policy")
+        self.compact = "compact" in policy
+        self.delete = "delete" in policy
+        self.retention_ms = v("retention.ms")
+        self.retention_bytes = v("retention.bytes")
+        self.segment_bytes = v("segment.bytes")
+        self.segment_ms = v("segment.ms")
+        self.max_message_bytes = v("max.message.bytes")
+        self.log_append_time = v("message.timestamp.type") == "LogAppendTime"
+        self.before_max_ms = v("message.timestamp.before.max.ms")
+        self.after_max_ms = v("message.timestamp.after.max.ms")
+        self.delete_retention_ms = v("delete.retention.ms")
+        self.min_cleanable_ratio = v("min.cleanable.dirty.ratio")
+
+    def value(self, name: str) -> Any:
+        definition = TOPIC_CONFIGS[name]
+        raw = self.overrides.get(name)
+        if raw is None:
+            raw = self._broker_value(definition)
+        return definition.parse(raw)
+
+    def _broker_value(self, definition: ConfigDef) -> str:
+        if definition.synonym is not None:
+            found = self._broker.get(definition.synonym)
+            if found is not None:
+                return found[0]
+        return definition.default
+
+    def describe(self, keys: list[str] | None = None) -> list[ConfigEntry]:
+        out = []
+        for name, definition in TOPIC_CONFIGS.items():
+            if keys and name not in keys:
+                continue
+            broker = self._broker.get(definition.synonym) if definition.synonym else None
+            synonyms: list[tuple[str, str, ConfigSource]] = []
+            if name in self.overrides:
+                synonyms.append((name, self.overrides[name], ConfigSource.TOPIC_CONFIG))
+            if broker is not None and definition.synonym is not None:
+                synonyms.append((definition.synonym, broker[0], broker[1]))
+            if name in self.overrides:
+                value, source = self.overrides[name], ConfigSource.TOPIC_CONFIG
+            elif broker is not None and broker[1] is ConfigSource.STATIC_BROKER_CONFIG:
+                value, source = broker[0], ConfigSource.STATIC_BROKER_CONFIG
+            else:
+                value, source = self._broker_value(definition), ConfigSource.DEFAULT_CONFIG
+            out.append(
+                ConfigEntry(
+                    name,
+                    _render(definition, value),
+                    source,
+                    definition.type,
+                    definition.doc,
+                    tuple(synonyms),
+                )
+            )
+        return out
+
+
+def _render(definition: ConfigDef, raw: str) -> str:
+    # Kafka reports values in their parsed form: lists comma-joined, numbers normalised.
+    value = definition.parse(raw)
+    if definition.type is ConfigType.LIST:
+        return ",".join(value)
+    if definition.type is ConfigType.BOOLEAN:
+        return "true" if value else "false"
+    return str(value)
+
+
+# broker config name -> (value, source) for the broker configs that are topic defaults.
+BrokerDefaults = Mapping[str, tuple[str, ConfigSource]]
