@@ -3,8 +3,12 @@
 from __future__ import annotations
 
 import struct
+from collections import deque
 
 _SIZE = struct.Struct(">i")
+# Frames at least this big are handed out as memoryviews of what was read (no copy when a
+# read holds them whole); smaller ones as bytes, which the hot small-request codecs expect.
+LARGE_FRAME = 64 * 1024
 
 
 class FrameTooLarge(Exception):
@@ -28,40 +32,85 @@ class FrameReader:
     The size check runs when the four length bytes arrive, so an oversized request is
     refused without buffering its body. Frames are taken one by one (`next_frame`) so that a
     connection under back-pressure can leave the rest of a pipelined burst unparsed.
+
+    What was read is kept as the chunks it arrived in: a frame inside one chunk is sliced
+    out of it, and a frame spread over several is joined once, so a megabyte produce request
+    is copied once on its way in, not once per read.
     """
 
-    __slots__ = ("_buf", "_max_size", "_pos")
+    __slots__ = ("_chunks", "_have", "_max_size", "_pos")
 
     def __init__(self, max_size: int) -> None:
-        self._buf = bytearray()
-        self._pos = 0  # start of the first unconsumed byte; compacted lazily
+        self._chunks: deque[bytes] = deque()
+        self._pos = 0  # consumed bytes at the start of the first chunk
+        self._have = 0  # unconsumed bytes over all chunks
         self._max_size = max_size
 
     def append(self, data: bytes) -> None:
-        if self._pos and self._pos == len(self._buf):
-            self._buf.clear()
-            self._pos = 0
-        self._buf += data
+        if data:
+            self._chunks.append(data)
+            self._have += len(data)
 
-    def next_frame(self) -> bytes | None:
-        buf, pos = self._buf, self._pos
-        if len(buf) - pos < 4:
-            return None
-        (size,) = _SIZE.unpack_from(buf, pos)
+    def _size(self) -> int:
+        first, pos = self._chunks[0], self._pos
+        if len(first) - pos >= 4:
+            (size,) = _SIZE.unpack_from(first, pos)
+        else:
+            (size,) = _SIZE.unpack(self._peek(4))
         if size < 0:
             raise NegativeFrameSize(size)
         if size > self._max_size:
             raise FrameTooLarge(size, self._max_size)
-        end = pos + 4 + size
-        if end > len(buf):
-            if pos:  # make room: drop consumed bytes before waiting for the rest
-                del buf[:pos]
-                self._pos = 0
-            return None
-        self._pos = end
-        return bytes(buf[pos + 4 : end])
+        return size
 
-    def feed(self, data: bytes) -> list[bytes]:
+    def _peek(self, n: int) -> bytes:
+        out = bytearray()
+        pos = self._pos
+        for chunk in self._chunks:
+            out += chunk[pos : pos + n - len(out)]
+            pos = 0
+            if len(out) >= n:
+                break
+        return bytes(out)
+
+    def next_frame(self) -> bytes | memoryview | None:
+        if self._have < 4:
+            return None
+        size = self._size()
+        end = 4 + size
+        if self._have < end:
+            return None
+        first, pos = self._chunks[0], self._pos
+        if len(first) - pos >= end:
+            if size >= LARGE_FRAME:
+                frame: bytes | memoryview = memoryview(first)[pos + 4 : pos + end]
+            else:
+                frame = first[pos + 4 : pos + end]
+            self._consume(end)
+            return frame
+        # Spread over several chunks: join exactly what the frame needs.
+        parts = []
+        need = end
+        for chunk in self._chunks:
+            take = chunk[pos : pos + need] if pos or len(chunk) > need else chunk
+            parts.append(take)
+            need -= len(take)
+            pos = 0
+            if not need:
+                break
+        joined = b"".join(parts)
+        self._consume(end)
+        return memoryview(joined)[4:] if size >= LARGE_FRAME else joined[4:]
+
+    def _consume(self, n: int) -> None:
+        self._have -= n
+        chunks = self._chunks
+        pos = self._pos + n
+        while chunks and pos >= len(chunks[0]):
+            pos -= len(chunks.popleft())
+        self._pos = pos if chunks else 0
+
+    def feed(self, data: bytes) -> list[bytes | memoryview]:
         """Append data and take every whole frame it completes."""
         self.append(data)
         frames = []
@@ -72,7 +121,7 @@ class FrameReader:
     @property
     def buffered(self) -> int:
         """Bytes received but not yet taken as frames (e.g. a half-sent request)."""
-        return len(self._buf) - self._pos
+        return self._have
 
 
 def frame(payload: bytes | bytearray) -> bytes:

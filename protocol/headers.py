@@ -27,7 +27,7 @@ class RequestHeader:
     client_id: str | None
 
 
-def parse_request_header(frame: bytes) -> tuple[RequestHeader, int]:
+def parse_request_header(frame: bytes | memoryview) -> tuple[RequestHeader, int]:
     """Parse the v1 part of a request header; returns it and the offset just past it.
 
     Tagged fields (header v2) are skipped separately with `skip_tagged_fields`, once the
@@ -43,7 +43,7 @@ def parse_request_header(frame: bytes) -> tuple[RequestHeader, int]:
         if end > len(frame):
             raise MalformedHeader("client_id runs past the end of the request")
         try:
-            client_id = frame[pos:end].decode("utf-8")
+            client_id = str(frame[pos:end], "utf-8")
         except UnicodeDecodeError as exc:
             raise MalformedHeader("client_id is not UTF-8") from exc
         pos = end
@@ -52,7 +52,7 @@ def parse_request_header(frame: bytes) -> tuple[RequestHeader, int]:
     return RequestHeader(api_key, api_version, correlation_id, client_id), pos
 
 
-def read_uvarint(buf: bytes, pos: int) -> tuple[int, int]:
+def read_uvarint(buf: bytes | memoryview, pos: int) -> tuple[int, int]:
     result = 0
     shift = 0
     while True:
@@ -68,7 +68,7 @@ def read_uvarint(buf: bytes, pos: int) -> tuple[int, int]:
             raise MalformedHeader("varint longer than 5 bytes")
 
 
-def skip_tagged_fields(buf: bytes, pos: int) -> int:
+def skip_tagged_fields(buf: bytes | memoryview, pos: int) -> int:
     count, pos = read_uvarint(buf, pos)
     for _ in range(count):
         _tag, pos = read_uvarint(buf, pos)

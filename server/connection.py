@@ -47,15 +47,22 @@ _SIZE = struct.Struct(">i")
 API_VERSIONS_KEY = 18
 # Answers to one read are written together up to this size.
 CORK_LIMIT = 64 * 1024
+# One framed answer: its bytes, or buffers to write in order (a Fetch's record sets are
+# written from the log's own buffers with one vectored write, never joined).
+Answer = bytes | list[bytes]
 
 
-def encode_response(header: RequestHeader, spec: ApiSpec, response: Any) -> bytes:
+def encode_response(header: RequestHeader, spec: ApiSpec, response: Any) -> Answer:
+    """The framed answer: bytes, or a list of buffers when the body is one (record sets)."""
     version = header.api_version
     body = response.body if type(response) is EncodedResponse else response.encode(version=version)
     # ApiVersions answers with header v0 at every version, so that a client which does not
     # yet know our versions can always read it (KIP-511).
     flexible = spec.key != API_VERSIONS_KEY and spec.response_flexible(version)
     head = response_header(header.correlation_id, flexible)
+    if type(body) is list:
+        size = len(head) + sum(len(part) for part in body)
+        return [_SIZE.pack(size) + head, *body]
     return _SIZE.pack(len(head) + len(body)) + head + body
 
 
@@ -71,7 +78,7 @@ class ParkedReply:
         self._header = header
         self._spec = spec
         self._build = build
-        self.data: bytes | None = None
+        self.data: Answer | None = None
         # Injected latency, and the metrics hook: both set by the connection when in use.
         self.delay_ms = 0
         self.observe: Callable[[Any], None] | None = None
@@ -88,7 +95,7 @@ class ParkedReply:
             self.observe(response)
         self.fill(encode_response(self._header, self._spec, response))
 
-    def fill(self, data: bytes) -> None:
+    def fill(self, data: Answer) -> None:
         self.data = data
         self._conn.flush()
 
@@ -123,7 +130,7 @@ class KafkaConnection(asyncio.Protocol):
         self._reader = FrameReader(broker.config.socket_request_max_bytes)
         # Answers held back behind an unresolved parked reply, in request order. None while
         # nothing is held (the usual case), so an answer ready at once skips it entirely.
-        self._queue: deque[bytes | ParkedReply] | None = None
+        self._queue: deque[Answer | ParkedReply] | None = None
         # While a read is being handled, its answers collect here and go out in one write.
         self._corked: list[bytes] | None = None
         self._corked_bytes = 0
@@ -182,7 +189,7 @@ class KafkaConnection(asyncio.Protocol):
         finally:
             self._corked = None
             if corked and not self.closed and self.transport is not None:
-                self.transport.write(corked[0] if len(corked) == 1 else b"".join(corked))
+                self._write(corked)
 
     def pause_writing(self) -> None:
         self._write_paused = True
@@ -286,7 +293,7 @@ class KafkaConnection(asyncio.Protocol):
             if delay:
                 out = self._delayed(header, spec, out, delay)
             if isinstance(out, ParkedReply):
-                slot: bytes | ParkedReply = out
+                slot: Answer | ParkedReply = out
             else:
                 if observe is not None:
                     observe(out)
@@ -372,7 +379,7 @@ class KafkaConnection(asyncio.Protocol):
         parked.observe = self._observe
         return parked
 
-    def _enqueue(self, slot: bytes | ParkedReply) -> None:
+    def _enqueue(self, slot: Answer | ParkedReply) -> None:
         """Answer now if nothing is held back and the answer is ready; else hold it in order."""
         queue = self._queue
         if queue is None:
@@ -386,22 +393,38 @@ class KafkaConnection(asyncio.Protocol):
             self.peak_pending = len(queue)
         self.flush()
 
-    def _emit(self, data: bytes) -> None:
+    def _emit(self, data: Answer) -> None:
         if self.closed or self.transport is None:
             return
         self.last_activity = time.monotonic()
         corked = self._corked
-        if corked is not None:
-            corked.append(data)
+        if corked is None:
+            self._write(data if type(data) is list else [data])  # type: ignore[list-item]
+            return
+        if type(data) is list:
+            corked.extend(data)
+            self._corked_bytes += sum(len(part) for part in data)
+        else:
+            corked.append(data)  # type: ignore[arg-type]
             self._corked_bytes += len(data)
-            if self._corked_bytes < CORK_LIMIT:
-                return
-            # A big burst: write what we have, so the transport's flow control (pause_writing)
-            # can stop us reading before answers pile up in memory.
-            data = b"".join(corked)
-            corked.clear()
-            self._corked_bytes = 0
-        self.transport.write(data)
+        if self._corked_bytes < CORK_LIMIT:
+            return
+        # A big burst: write what we have, so the transport's flow control (pause_writing)
+        # can stop us reading before answers pile up in memory.
+        self._write(corked)
+        corked.clear()
+        self._corked_bytes = 0
+
+    def _write(self, buffers: list[bytes]) -> None:
+        """One write (vectored when several buffers) of answers in order."""
+        assert self.transport is not None
+        if len(buffers) == 1:
+            self.transport.write(buffers[0])
+        elif sum(len(b) for b in buffers) < CORK_LIMIT:
+            # Small answers are cheaper joined than handed over one by one.
+            self.transport.write(b"".join(buffers))
+        else:
+            self.transport.writelines(list(buffers))
 
     def flush(self) -> None:
         """Send every finished answer at the head of the held-back queue, in order."""
@@ -411,20 +434,19 @@ class KafkaConnection(asyncio.Protocol):
         if self.closed or self.transport is None:
             self._queue = None
             return
-        out = []
+        ready = False
         while queue:
             head = queue[0]
             data = head.data if isinstance(head, ParkedReply) else head
             if data is None:
                 break
             queue.popleft()
-            out.append(data)
+            self._emit(data)
+            ready = True
         if not queue:
             self._queue = None
-        if out:
-            self._emit(out[0] if len(out) == 1 else b"".join(out))
-            if self._read_paused:
-                self._maybe_resume()
+        if ready and self._read_paused:
+            self._maybe_resume()
 
     def abort(self, reason: str) -> None:
         if self.closed:
@@ -438,6 +460,6 @@ class KafkaConnection(asyncio.Protocol):
             corked = self._corked
             if corked:
                 # Answers already given in this read still go out before the close.
-                self.transport.write(b"".join(corked))
+                self.transport.writelines(list(corked))
                 corked.clear()
             self.transport.close()

@@ -25,6 +25,8 @@ from contextlib import contextmanager
 from pathlib import Path
 
 SUFFIX = ".log"
+# The most buffers one writev takes (Linux's IOV_MAX).
+IOV_MAX = 1024
 Reader = Callable[[int, int], bytes]
 INDEX_INTERVAL_BYTES = 4096
 
@@ -124,24 +126,78 @@ class Segment:
         return 0
 
 
+class Chunks:
+    """Bytes kept as the buffers they were appended in, readable by position.
+
+    Appending keeps the caller's buffer (no copy, no reallocation of a growing bytearray);
+    a read inside one buffer is a slice of it, and a read of exactly one buffer is that
+    buffer itself, which a Fetch answer then writes to the socket as it is.
+    """
+
+    __slots__ = ("bufs", "size", "starts")
+
+    def __init__(self) -> None:
+        self.bufs: list[bytes | bytearray] = []
+        self.starts = array("q")
+        self.size = 0
+
+    def append(self, data: bytes | bytearray) -> None:
+        if not data:
+            return
+        # Buffer first, then its start: a reader in another thread (the cleaner) that sees
+        # the start always finds the buffer.
+        self.bufs.append(data)
+        self.starts.append(self.size)
+        self.size += len(data)
+
+    def read(self, position: int, size: int) -> bytes:
+        end = min(position + size, self.size)
+        if position >= end:
+            return b""
+        i = bisect_right(self.starts, position) - 1
+        buf = self.bufs[i]
+        offset = position - self.starts[i]
+        if offset == 0 and end - position == len(buf):
+            return buf  # type: ignore[return-value]
+        if offset + end - position <= len(buf):
+            return bytes(memoryview(buf)[offset : offset + end - position])
+        parts = []
+        pos = position
+        while pos < end:
+            buf = self.bufs[i]
+            start = self.starts[i]
+            parts.append(memoryview(buf)[pos - start : min(len(buf), end - start)])
+            pos = start + len(buf)
+            i += 1
+        return b"".join(parts)
+
+    def clear(self) -> None:
+        self.bufs = []
+        self.starts = array("q")
+        self.size = 0
+
+
 class MemorySegment(Segment):
-    __slots__ = ("_buf",)
+    __slots__ = ("_chunks",)
 
     def __init__(self, base_offset: int, data: bytes = b"") -> None:
         super().__init__(base_offset)
-        self._buf = bytearray(data)
+        self._chunks = Chunks()
+        self._chunks.append(data)
 
     def append(self, data: bytes | bytearray) -> None:
-        self._buf += data
+        self._chunks.append(data)
 
     def read(self, position: int, size: int) -> bytes:
-        return bytes(self._buf[position : position + size])
+        return self._chunks.read(position, size)
 
     def truncate(self, position: int) -> None:
-        del self._buf[position:]
+        kept = self._chunks.read(0, position)
+        self._chunks = Chunks()
+        self._chunks.append(kept)
 
     def delete(self) -> None:
-        self._buf = bytearray()
+        self._chunks = Chunks()
 
 
 class FileSegment(Segment):
@@ -151,7 +207,7 @@ class FileSegment(Segment):
         super().__init__(base_offset)
         self.path = path
         self._written = written  # bytes in the file
-        self._tail = bytearray()  # appended, not yet written
+        self._tail = Chunks()  # appended, not yet written
         self._fd: int | None = None
 
     @classmethod
@@ -170,32 +226,37 @@ class FileSegment(Segment):
         return fd
 
     def append(self, data: bytes | bytearray) -> None:
-        self._tail += data
+        self._tail.append(data)
 
     def write_out(self) -> bool:
         tail = self._tail
-        if not tail:
+        if not tail.size:
             return False
         fd = self._open()
-        view = memoryview(tail)
-        while view:
-            view = view[os.write(fd, view) :]
-        self._written += len(tail)
-        self._tail = bytearray()
+        # One vectored write for every batch of the turn (a short write continues).
+        views = [memoryview(b) for b in tail.bufs]
+        while views:
+            written = os.writev(fd, views[:IOV_MAX])
+            while views and written >= len(views[0]):
+                written -= len(views.pop(0))
+            if written:
+                views[0] = views[0][written:]
+        self._written += tail.size
+        self._tail = Chunks()
         return True
 
     @property
     def unwritten(self) -> int:
-        return len(self._tail)
+        return self._tail.size
 
     def read(self, position: int, size: int) -> bytes:
-        end = min(position + size, self._written + len(self._tail))
+        tail = self._tail
+        end = min(position + size, self._written + tail.size)
         if position >= end:
             return b""
         if end <= self._written:
             return os.pread(self._open(), end - position, position)
-        tail_from = max(0, position - self._written)
-        from_tail = bytes(self._tail[tail_from : end - self._written])
+        from_tail = tail.read(max(0, position - self._written), end - max(position, self._written))
         if position >= self._written:
             return from_tail
         return os.pread(self._open(), self._written - position, position) + from_tail
@@ -229,7 +290,7 @@ class FileSegment(Segment):
         if self._fd is not None:
             os.close(self._fd)
             self._fd = None
-        self._tail = bytearray()
+        self._tail = Chunks()
         self.path.unlink(missing_ok=True)
 
     @contextmanager

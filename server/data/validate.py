@@ -115,7 +115,8 @@ def check_produced(
     if info.producer_id != NO_PRODUCER_ID and info.base_sequence < 0:
         raise InvalidBatch(ErrorCode.INVALID_RECORD, "Invalid sequence number")
     if compression == 0:
-        body: bytes | bytearray | memoryview = memoryview(records)[HEADER_SIZE:size]
+        body: bytes | bytearray | memoryview = records
+        start, end = HEADER_SIZE, size
     else:
         decompress = _DECOMPRESS.get(compression)
         if decompress is None:
@@ -126,8 +127,9 @@ def check_produced(
             raise InvalidBatch(
                 ErrorCode.CORRUPT_MESSAGE, f"the batch does not decompress: {exc}"
             ) from exc
+        start, end = 0, len(body)
     check_timestamps = not limits.log_append_time
-    max_ts = _walk_records(body, info, limits, now if check_timestamps else None)
+    max_ts = _walk_records(body, start, end, info, limits, now if check_timestamps else None)
     if check_timestamps and info.attributes & TIMESTAMP_TYPE_LOG_APPEND:
         raise InvalidBatch(
             ErrorCode.INVALID_TIMESTAMP,
@@ -181,7 +183,12 @@ def _frame(records: bytes | bytearray | memoryview | None) -> int:
 
 
 def _walk_records(
-    body: bytes | bytearray | memoryview, info: BatchInfo, limits: Limits, now: int | None
+    buf: bytes | bytearray | memoryview,
+    pos: int,
+    end: int,
+    info: BatchInfo,
+    limits: Limits,
+    now: int | None,
 ) -> int:
     """Walk the batch's records, collecting per-record errors; the largest record timestamp.
 
@@ -189,56 +196,70 @@ def _walk_records(
     rule (no key on a compacted topic, a timestamp out of range) is listed, and every record
     is looked at before the batch is refused.
     """
-    buf = body if isinstance(body, (bytes, bytearray)) else bytes(body)
-    end = len(buf)
-    pos = 0
-    count = info.records
+    start = pos
     first_ts = info.first_timestamp
-    max_ts = -1
+    max_delta = min_delta = None
     errors: list[tuple[int, str]] = []
-    timestamp_error = False
-    before, after = limits.before_max_ms, limits.after_max_ms
-    for index in range(count):
-        try:
-            length, pos = _varint(buf, pos)
+    need_keys = limits.compacted
+    index = 0
+    try:
+        for index in range(info.records):
+            # The record's length and its timestamp delta are all most batches need looked
+            # at; zigzag varints, decoded inline for the usual one- and two-byte forms.
+            b = buf[pos]
+            if b < 0x80:
+                length = (b >> 1) ^ -(b & 1)
+                pos += 1
+            elif buf[pos + 1] < 0x80:
+                n = (b & 0x7F) | (buf[pos + 1] << 7)
+                length = (n >> 1) ^ -(n & 1)
+                pos += 2
+            else:
+                length, pos = _varint(buf, pos)
             stop = pos + length
             if length < 6 or stop > end:
                 raise IndexError
-            ts_delta, pos = _varint(buf, pos + 1)  # after the attributes byte
-            _offset_delta, pos = _varint(buf, pos)
-            key_length, pos = _varint(buf, pos)
-        except IndexError:
-            raise InvalidBatch(
-                ErrorCode.INVALID_RECORD,
-                "Incorrect declared batch size, premature EOF reached"
-                if pos >= end
-                else f"Invalid record size at record {index}",
-            ) from None
-        timestamp = first_ts + ts_delta
-        if timestamp > max_ts:
-            max_ts = timestamp
-        if limits.compacted and key_length < 0:
-            errors.append((index, "Compacted topic cannot accept message without key"))
-        elif (
-            now is not None
-            and timestamp != -1
-            and (now - timestamp > before or timestamp - now > after)
-        ):
-            timestamp_error = True
-            errors.append(
-                (
-                    index,
-                    f"Timestamp {timestamp} of message with offset {index} is out of range. "
-                    f"The timestamp should be within [{now - before}, {now + after}]",
-                )
-            )
-        pos = stop
+            b = buf[pos + 1]  # after the attributes byte
+            if b < 0x80:
+                ts_delta = (b >> 1) ^ -(b & 1)
+                at = pos + 2
+            else:
+                ts_delta, at = _varint(buf, pos + 1)
+            if max_delta is None:
+                max_delta = min_delta = ts_delta
+            elif ts_delta > max_delta:
+                max_delta = ts_delta
+            elif ts_delta < min_delta:  # type: ignore[operator]
+                min_delta = ts_delta
+            if need_keys:
+                _offset_delta, at = _varint(buf, at)
+                if _varint(buf, at)[0] < 0:
+                    errors.append((index, "Compacted topic cannot accept message without key"))
+            pos = stop
+    except IndexError:
+        raise InvalidBatch(
+            ErrorCode.INVALID_RECORD,
+            "Incorrect declared batch size, premature EOF reached"
+            if pos >= end
+            else f"Invalid record size at record {index}",
+        ) from None
     if pos != end:
         raise InvalidBatch(
             ErrorCode.INVALID_RECORD, "Incorrect declared batch size, records still remaining"
         )
+    if (
+        now is not None
+        and max_delta is not None
+        and (
+            now - (first_ts + min_delta) > limits.before_max_ms  # type: ignore[operator]
+            or first_ts + max_delta - now > limits.after_max_ms
+        )
+    ):
+        # Some record is out of bounds: a second walk names each one, as Kafka lists them.
+        errors.extend(_timestamp_errors(buf, start, info, limits, now))
+        errors.sort()
     if errors:
-        if timestamp_error:
+        if any(m.startswith("Timestamp") for _, m in errors):
             code, message = (
                 ErrorCode.INVALID_TIMESTAMP,
                 "One or more records have been rejected due to invalid timestamp",
@@ -251,10 +272,32 @@ def _walk_records(
                 f"total, and only showing the first three errors at most: [{shown}]"
             )
         raise InvalidBatch(code, message, tuple(errors))
-    return max_ts
+    return -1 if max_delta is None else first_ts + max_delta
 
 
-def _varint(buf: bytes | bytearray, pos: int) -> tuple[int, int]:
+def _timestamp_errors(
+    buf: bytes | bytearray | memoryview, pos: int, info: BatchInfo, limits: Limits, now: int
+) -> list[tuple[int, str]]:
+    before, after = limits.before_max_ms, limits.after_max_ms
+    out = []
+    for index in range(info.records):
+        length, pos = _varint(buf, pos)
+        stop = pos + length
+        ts_delta, _ = _varint(buf, pos + 1)
+        timestamp = info.first_timestamp + ts_delta
+        if timestamp != -1 and (now - timestamp > before or timestamp - now > after):
+            out.append(
+                (
+                    index,
+                    f"Timestamp {timestamp} of message with offset {index} is out of range. "
+                    f"The timestamp should be within [{now - before}, {now + after}]",
+                )
+            )
+        pos = stop
+    return out
+
+
+def _varint(buf: bytes | bytearray | memoryview, pos: int) -> tuple[int, int]:
     """A zigzag varint at pos; IndexError past the end (or longer than ten bytes)."""
     b = buf[pos]
     if b < 0x80:

@@ -70,9 +70,10 @@ DecodeFn = Callable[[bytes, int], Any]
 
 @dataclass(frozen=True, slots=True)
 class EncodedResponse:
-    """A response body a hot-path handler encoded itself (see protocol/fast_heartbeat.py)."""
+    """A response body a hot-path handler encoded itself (see protocol/fast_heartbeat.py):
+    bytes, or buffers to write in order (protocol/fast_fetch.py)."""
 
-    body: bytes
+    body: bytes | list[bytes]
     error_code: int
 
 

@@ -14,11 +14,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from kafka.protocol.consumer import FetchResponse
+from minicoord.protocol import fast_fetch
 from minicoord.protocol.apis import SPECS
 from minicoord.protocol.errors import ErrorCode
+from minicoord.protocol.fast_fetch import FetchedPartition
 from minicoord.server.data.fetching import FetchPartition, PartitionData, read_partitions
-from minicoord.server.handlers.base import Handler, RequestContext
+from minicoord.server.handlers.base import EncodedResponse, Handler, RequestContext
 
 API_KEY = 1
 # Kafka's fetch.max.bytes: the most a broker answers one fetch with, whatever is asked.
@@ -27,8 +28,6 @@ FETCH_MAX_BYTES = 57_671_680
 # consumer never pins a parked reply for minutes.
 MAX_WAIT_CAP_MS = 30_000
 READ_COMMITTED = 1
-TopicResponse = FetchResponse.FetchableTopicResponse
-Partition = TopicResponse.PartitionData
 
 
 def handle(ctx: RequestContext, request: Any) -> Any:
@@ -38,13 +37,8 @@ def handle(ctx: RequestContext, request: Any) -> Any:
     by_id = version >= 13
     if version >= 7 and request.session_id != 0:
         # No session was ever created here: the client starts over with a full fetch.
-        return FetchResponse(
-            version=version,
-            throttle_time_ms=0,
-            error_code=ErrorCode.FETCH_SESSION_ID_NOT_FOUND,
-            session_id=0,
-            responses=[],
-        )
+        error = ErrorCode.FETCH_SESSION_ID_NOT_FOUND
+        return EncodedResponse(fast_fetch.encode_response(version, error, 0, []), error)
     replica_id = request.replica_id if version <= 14 else _state_replica(request)
     topics: list[tuple[Any, list[FetchPartition]]] = []
     wanted: list[FetchPartition] = []
@@ -68,20 +62,16 @@ def handle(ctx: RequestContext, request: Any) -> Any:
 
     def respond(data: list[PartitionData]) -> Any:
         answers = iter(data)
-        return FetchResponse(
-            version=version,
-            throttle_time_ms=0,
-            error_code=ErrorCode.NONE,
-            session_id=0,
-            responses=[
-                TopicResponse(
-                    topic=t.topic,
-                    topic_id=t.topic_id,
-                    partitions=[_partition(p, next(answers), committed) for p in parts],
-                )
+        body = fast_fetch.encode_response(
+            version,
+            ErrorCode.NONE,
+            0,
+            [
+                (t.topic, t.topic_id, [_partition(p, next(answers), committed) for p in parts])
                 for t, parts in topics
             ],
         )
+        return EncodedResponse(body, ErrorCode.NONE)
 
     def build(_: Any) -> Any:
         return respond(read_partitions(broker.data, wanted, max_bytes, unknown)[0])
@@ -109,19 +99,18 @@ def _state_replica(request: Any) -> int:
     return state.replica_id if state is not None else -1
 
 
-def _partition(p: Any, d: PartitionData, committed: bool) -> Any:
-    return Partition(
-        partition_index=p.index,
-        error_code=d.error,
-        high_watermark=d.high_watermark,
-        last_stable_offset=d.last_stable_offset,
-        log_start_offset=d.log_start_offset,
+def _partition(p: FetchPartition, d: PartitionData, committed: bool) -> FetchedPartition:
+    return FetchedPartition(
+        p.index,
+        d.error,
+        d.high_watermark,
+        d.last_stable_offset,
+        d.log_start_offset,
         # Kafka sends null for read_uncommitted, a (here always empty) list for read_committed.
-        aborted_transactions=[] if committed and d.error is ErrorCode.NONE else None,
-        preferred_read_replica=-1,
+        () if committed and d.error is ErrorCode.NONE else None,
         # Zero-length, not null, for a partition with nothing to return: Kafka sends
         # MemoryRecords.EMPTY, and kafka-python's fetcher fails on None.
-        records=d.records,
+        d.records,
     )
 
 
