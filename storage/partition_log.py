@@ -399,6 +399,8 @@ class PartitionLog:
         if best is None:
             return None
         for data in self.batches(best[1]):
+            if batch_info(data).base_offset < best[1]:
+                continue
             for record in check_batch(data):
                 if record.timestamp == best[0] and record.offset >= self.log_start_offset:
                     return record.offset, record.timestamp

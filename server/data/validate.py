@@ -100,7 +100,7 @@ def check_produced(
             ErrorCode.MESSAGE_TOO_LARGE,
             f"the batch is {size} bytes, larger than max.message.bytes={limits.max_message_bytes}",
         )
-    if not crc_valid(records):
+    if not crc_valid(memoryview(records)[:size]):
         raise InvalidBatch(ErrorCode.CORRUPT_MESSAGE, "the batch's CRC-32C does not match")
     if info.records <= 0 or info.last_offset_delta + 1 != info.records:
         raise InvalidBatch(
