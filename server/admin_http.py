@@ -54,6 +54,11 @@ def control_routes(control: Controller) -> dict[tuple[str, str], Route]:
                 q["api"], int(q.get("count", "1")), q["error"], q.get("group"), q.get("client")
             )
         ),
+        ("POST", "/cut"): action(
+            lambda q: control.cut_connection(
+                q["api"], int(q.get("count", "1")), q.get("before", "false") != "true"
+            )
+        ),
         ("POST", "/latency"): action(
             lambda q: control.add_latency(q["api"], int(q["ms"]), opt_int(q, "duration_ms"))
         ),

@@ -102,6 +102,14 @@ def build_parser() -> argparse.ArgumentParser:
     a.add_argument("--count", type=int, default=1)
     a.add_argument("--group", help="only requests about this group")
     a.add_argument("--client", help="only requests from this client id")
+    a = actions.add_parser(
+        "cut", help="close the connection of the next N requests of an API instead of answering"
+    )
+    a.add_argument("api")
+    a.add_argument("--count", type=int, default=1)
+    a.add_argument(
+        "--before", action="store_true", help="before the request takes effect (default: after)"
+    )
     a = actions.add_parser("latency", help="delay an API's responses")
     a.add_argument("api")
     a.add_argument("ms", type=int)
@@ -199,6 +207,8 @@ def _ctl_command(args: argparse.Namespace) -> int:
     elif action == "fail":
         params = {"api": args.api, "error": args.error, "count": args.count}
         params.update({k: v for k, v in (("group", args.group), ("client", args.client)) if v})
+    elif action == "cut":
+        params = {"api": args.api, "count": args.count, "before": str(args.before).lower()}
     elif action == "latency":
         params = {"api": args.api, "ms": args.ms}
         if args.duration_ms is not None:

@@ -284,10 +284,18 @@ class KafkaConnection(asyncio.Protocol):
         try:
             out = None
             delay = 0
+            cut = None
             if broker.faults:
+                cut = broker.faults.cut(spec.key)
+                if cut is not None and not cut.after_handling:
+                    self.abort(f"injected fault: cut before handling {spec.name}")
+                    return
                 out, delay = self._injected(spec, header, request)
             if out is None:
                 out = handler.handle(RequestContext(broker, self, header, spec), request)
+            if cut is not None:
+                self.abort(f"injected fault: cut after handling {spec.name}")
+                return
             if out is NO_RESPONSE:
                 return
             if delay:

@@ -6,6 +6,8 @@ handler runs (so an injected error changes no state):
 
 - the next N requests of an API (optionally only for one group or client id) fail with a code;
 - an API's responses are delayed;
+- the connection of the next N requests of an API is closed instead of answered, before or
+  after the request took effect (a lost answer, which the client must retry);
 - groups (one, or all) are answered as if their coordinator moved (NOT_COORDINATOR) or were
   loading (COORDINATOR_LOAD_IN_PROGRESS) for a while: that one is a partition status in the
   coordinator, so every API sees it consistently.
@@ -65,6 +67,17 @@ class FailRule:
 
 
 @dataclass
+class CutRule:
+    """Close the connection of the next `remaining` requests of an API, without an answer."""
+
+    api_key: int
+    remaining: int
+    # After the request took effect (an append, a commit): the client sees a lost answer
+    # and retries, which is what idempotence and commit retries must survive.
+    after_handling: bool = True
+
+
+@dataclass
 class LatencyRule:
     api_key: int
     delay_ms: int
@@ -90,9 +103,20 @@ class Faults:
     def __init__(self) -> None:
         self.fail_rules: list[FailRule] = []
         self.latency_rules: list[LatencyRule] = []
+        self.cut_rules: list[CutRule] = []
 
     def __bool__(self) -> bool:
-        return bool(self.fail_rules or self.latency_rules)
+        return bool(self.fail_rules or self.latency_rules or self.cut_rules)
+
+    def cut(self, api_key: int) -> CutRule | None:
+        """The cut rule this request consumes, if any."""
+        for rule in self.cut_rules:
+            if rule.api_key == api_key:
+                rule.remaining -= 1
+                if rule.remaining <= 0:
+                    self.cut_rules.remove(rule)
+                return rule
+        return None
 
     def injected_error(self, api_key: int, client_id: str | None, request: Any) -> ErrorCode | None:
         """The error to answer this request with, consuming one use of the matching rule."""
@@ -203,6 +227,19 @@ class Controller:
         self.faults.fail_rules.append(rule)
         log.info("control: next %d %s requests fail with %s", count, api, rule.error.name)
 
+    def cut_connection(self, api: str | int, count: int = 1, after_handling: bool = True) -> None:
+        """Close the connection of the next `count` requests of an API instead of answering,
+        after they took effect (or before, with `after_handling=False`)."""
+        if count < 1:
+            raise ValueError("count must be at least 1")
+        self.faults.cut_rules.append(CutRule(api_key(api), count, after_handling))
+        log.info(
+            "control: the next %d %s requests lose their connection %s being handled",
+            count,
+            api,
+            "after" if after_handling else "before",
+        )
+
     def add_latency(self, api: str | int, delay_ms: int, duration_ms: int | None = None) -> None:
         if delay_ms < 0:
             raise ValueError("delay must not be negative")
@@ -244,6 +281,7 @@ class Controller:
     def clear(self) -> None:
         self.faults.fail_rules.clear()
         self.faults.latency_rules.clear()
+        self.faults.cut_rules.clear()
         for p, handle in list(self._restores.items()):
             handle.cancel()
             self._restore(p)

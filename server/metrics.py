@@ -15,7 +15,7 @@ from minicoord.protocol.errors import ErrorCode
 from minicoord.server.coordinator.results import RebalanceEvent
 from minicoord.server.coordinator.state import GroupState
 from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
-from prometheus_client.core import GaugeMetricFamily
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 
 if TYPE_CHECKING:
     from minicoord.server.broker import Broker
@@ -136,6 +136,11 @@ class _StateCollector:
         yield GaugeMetricFamily("minicoord_members", "Members of all groups", value=members)
         yield GaugeMetricFamily(
             "minicoord_connections", "Open client connections", value=len(self.broker.connections)
+        )
+        yield CounterMetricFamily(
+            "minicoord_produce_duplicates",
+            "Retried idempotent batches answered with their original offsets, not appended",
+            value=self.broker.data.duplicates,
         )
         yield GaugeMetricFamily(
             "minicoord_log_bytes",

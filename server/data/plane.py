@@ -101,6 +101,8 @@ class DataPlane:
         # opened (KAFKA_STORAGE_ERROR).
         self.unavailable: dict[TopicPartition, ErrorCode] = {}
         self.producer_ids = ProducerIds()
+        # Retried idempotent batches answered from the producer state (metrics, tests).
+        self.duplicates = 0
         self.fetch_waits = FetchWaits(timers, self)
 
     # -- partitions -----------------------------------------------------------------------
@@ -214,6 +216,7 @@ class DataPlane:
             # A retry whose answer was lost: the original's offsets, nothing appended. (Kafka
             # answers the stored batch timestamp as log_append_time here, whatever the type.)
             meta = check.duplicate
+            self.duplicates += 1
             return AppendOutcome(
                 ErrorCode.NONE, meta.base_offset, meta.timestamp, plog.log_start_offset
             )
