@@ -39,6 +39,7 @@ ROW_FIELDS = (
     "target",
     "step",
     "task",
+    "executor",
     "kind",
     "op",
     "group_id",
@@ -97,6 +98,22 @@ def cpu_seconds(pid: int) -> float | None:
     except OSError:
         return None
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def executor_address() -> str:
+    """host:port of the Spark executor running this task ("" outside a barrier stage).
+
+    Spark's Python API names no executor id; the address the scheduler gives each barrier
+    task is the executor's own RPC endpoint, one per executor, so it tells executors apart
+    even when several share a host."""
+    try:
+        from pyspark import BarrierTaskContext, TaskContext
+    except ImportError:
+        return ""
+    ctx = TaskContext.get()
+    if not isinstance(ctx, BarrierTaskContext):
+        return ""
+    return ctx.getTaskInfos()[ctx.partitionId()].address
 
 
 # -- coordination between tasks ------------------------------------------------------------
@@ -214,18 +231,20 @@ class TaskRun:
         self.sims: list[Sim] = []
         self.out: list[tuple] = []
         self.partitions: dict[str, int] = {}
+        self.executor = executor_address()
 
     # -- output --------------------------------------------------------------------------
 
     def emit(self, step: str) -> None:
         """Move what the recorder holds into the output rows under `step`."""
-        target, task = self.plan.target, self.plan.task
+        target, task, executor = self.plan.target, self.plan.task, self.executor
         # Exact Python types for the schema: Spark is told not to re-verify every row.
         self.out.extend(
             (
                 target,
                 step,
                 task,
+                executor,
                 m.kind,
                 m.op,
                 m.group_id,

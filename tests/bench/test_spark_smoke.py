@@ -85,6 +85,9 @@ def test_cold_join_through_spark(spark: Any, tmp_path: Path) -> None:
     assert summary["scenario"] == "cold-join"
     assert summary["target"].startswith("127.0.0.1:")
     assert summary["parameters"]["groups"] == 3 and summary["parameters"]["members"] == 2
+    # Local mode has one executor, the driver itself: both tasks ran there.
+    (executor,) = summary["executors"]
+    assert executor["tasks"] == [0, 1] and executor["executor"].rpartition(":")[2].isdigit()
     for name in ("cold_join", "join", "JoinGroup", "SyncGroup"):
         sane_latency(op(summary, name))
     assert op(summary, "cold_join")["count"] == 6
