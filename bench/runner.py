@@ -27,13 +27,24 @@ from typing import Any
 
 from minicoord.bench.cluster_checks import probe_executors, wait_for_slots
 from minicoord.bench.console import PREFIX, Console
-from minicoord.bench.spark_session import is_local, spark_session
+from minicoord.bench.progress import Counters, ProgressBoard, StallWatch
+from minicoord.bench.spark_session import (
+    QUIET_LOG_LEVEL,
+    driver_addresses,
+    is_local,
+    spark_session,
+)
 from minicoord.bench.tasks import ROW_FIELDS, TaskPlan, run_task
 from minicoord.server.process import ServerProcess
 
 TARGET_MINICOORD = "minicoord"
 TARGET_ECHO = "echo"
 TARGET_OTHER = "other"
+
+POLL_S = 0.5
+# A stage whose tasks and counters have not moved for this long is stuck, or waiting for
+# something only Spark's warnings name (task slots, executors): they are shown until it moves.
+STUCK_S = 20.0
 
 
 @dataclass
@@ -239,7 +250,27 @@ def schema() -> Any:
     return StructType([StructField(n, types.get(n, StringType()), False) for n in ROW_FIELDS])
 
 
-def run_job(spark: Any, plans: list[TaskPlan], raw: str, progress: Any, label: str) -> None:
+def describe(label: str, tasks_done: int, tasks: int, members: int, c: Counters) -> str:
+    """The progress line of one stage: tasks, members started and settled, requests."""
+    done = max(tasks_done, c.finished)
+    running = max(0, min(c.tasks - c.finished, tasks - done))
+    text = f"{label}: tasks {running} running, {done}/{tasks} done"
+    if c.members or members:
+        text += f", {c.started}/{max(members, c.members)} members started, {c.settled} settled"
+    if c.failed:
+        text += f", {c.failed} failed"
+    return text + f", {c.requests:,} requests"
+
+
+def run_job(
+    spark: Any,
+    plans: list[TaskPlan],
+    raw: str,
+    progress: Any,
+    board: ProgressBoard,
+    log: Callable[[str], None],
+    label: str,
+) -> None:
     """Run one barrier stage; append its rows to the raw Parquet. Blocks; shows progress."""
     sc = spark.sparkContext
     sc.setJobDescription(label)
@@ -253,20 +284,39 @@ def run_job(spark: Any, plans: list[TaskPlan], raw: str, progress: Any, label: s
         except BaseException as exc:
             failure.append(exc)
 
+    members = sum(len(entries) for plan in plans for _, entries in plan.waves)
     worker = threading.Thread(target=write, name=f"bench-{label}", daemon=True)
     started = time.monotonic()
     worker.start()
     tracker = sc.statusTracker()
+    watch = StallWatch(STUCK_S, started)
     while worker.is_alive():
-        worker.join(0.5)
+        worker.join(POLL_S)
         done = 0
         for stage_id in tracker.getActiveStageIds():
             info = tracker.getStageInfo(stage_id)
             if info is not None:
                 done = max(done, info.numCompletedTasks)
-        progress.set_postfix_str(
-            f"{label}: {done}/{len(plans)} tasks, {time.monotonic() - started:.0f}s"
-        )
+        counters = board.totals(plans[0].job)
+        now = time.monotonic()
+        stall = watch.observe((done, counters), now)
+        if stall is True:
+            sc.setLogLevel("WARN")
+            log(
+                f"{label}: nothing moved for {STUCK_S:.0f} s; Spark's warnings are shown "
+                "until it does"
+            )
+        elif stall is False:
+            sc.setLogLevel(QUIET_LOG_LEVEL)
+        text = describe(label, done, len(plans), members, counters)
+        progress.set_postfix_str(f"{text}, {now - started:.0f}s")
+    if watch.stalled:
+        sc.setLogLevel(QUIET_LOG_LEVEL)
+    if not failure:
+        # Once more: each task sent its final counters as it ended, after the last poll.
+        counters = board.totals(plans[0].job)
+        text = describe(label, len(plans), len(plans), members, counters)
+        progress.set_postfix_str(f"{text}, {time.monotonic() - started:.0f}s", refresh=False)
     progress.update(1)
     if failure:
         raise failure[0]
@@ -327,15 +377,19 @@ def run(o: dict[str, Any], console: Console | None = None) -> dict[str, Any]:
             t.label: plan_jobs(o, tasks, f"{o['scenario']}-{run_id}-{t.label}") for t in targets
         }
         total = sum(len(j) for j in all_jobs.values())
-        with tqdm(
-            total=total,
-            desc=o["scenario"],
-            unit="job",
-            file=console,  # type: ignore[arg-type]
-            disable=o["no_progress"],
-        ) as progress:
+        bind, advertised = driver_addresses(spark)
+        with (
+            ProgressBoard(bind) as board,
+            tqdm(
+                total=total,
+                desc=o["scenario"],
+                unit="job",
+                file=console,  # type: ignore[arg-type]
+                disable=o["no_progress"],
+            ) as progress,
+        ):
             for target in targets:
-                for job in all_jobs[target.label]:
+                for n, job in enumerate(all_jobs[target.label]):
                     prepare_topic(target, *job.topic)
                     params = {**o, **job.params}
                     plans = [
@@ -349,10 +403,13 @@ def run(o: dict[str, Any], console: Console | None = None) -> dict[str, Any]:
                             params,
                             target.echo,
                             target.pid,
+                            progress=(advertised, board.address[1]),
+                            job=f"{run_id}-{target.label}-{n}",
                         )
                         for i, waves in enumerate(job.waves)
                     ]
-                    run_job(spark, plans, raw, progress, f"{target.label} {job.label}")
+                    label = f"{target.label} {job.label}"
+                    run_job(spark, plans, raw, progress, board, log, label)
         meta = {
             "scenario": o["scenario"],
             # What a group's assignment must cover, per step (verification in the report).

@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from minicoord.bench.progress import Counters, ProgressSender
 from minicoord.clients.connection import ProtocolClient
 from minicoord.clients.member import GroupMember, MemberError
 from minicoord.clients.timings import (
@@ -70,6 +71,8 @@ class TaskPlan:
     params: dict[str, Any] = field(default_factory=dict)
     echo: bool = False  # the target only answers Heartbeats (bench/echo_server.py)
     server_pid: int | None = None  # for RSS and CPU gauges when the server runs on this host
+    progress: tuple[str, int] | None = None  # the driver's ProgressBoard (bench/progress.py)
+    job: str = ""  # this stage's key on that board
 
     @property
     def host_port(self) -> tuple[str, int]:
@@ -232,6 +235,18 @@ class TaskRun:
         self.out: list[tuple] = []
         self.partitions: dict[str, int] = {}
         self.executor = executor_address()
+
+    def counters(self, finished: bool = False) -> Counters:
+        sims = self.sims
+        return Counters(
+            tasks=1,
+            finished=int(finished),
+            members=len(sims),
+            started=sum(1 for s in sims if s.started_at),
+            settled=sum(1 for s in sims if s.settled_at > 0),
+            failed=sum(1 for s in sims if s.failed),
+            requests=self.recorder.requests,
+        )
 
     # -- output --------------------------------------------------------------------------
 
@@ -554,6 +569,7 @@ async def churn(run: TaskRun) -> None:
         member = sim.member
         # Spread the first arrivals over one pause, so the churn is a flow, not a burst.
         await asyncio.sleep(rng.uniform(0, pause_ms / 1000))
+        sim.started_at = time.perf_counter()
         try:
             _, host, port = await member.find_coordinator()
             if (host, port) != run.plan.host_port:
@@ -772,12 +788,18 @@ def _prepare_process(plan: TaskPlan) -> None:
 async def run_plan(plan: TaskPlan) -> list[tuple]:
     """Run one plan in the running loop; the rows it measured."""
     run = TaskRun(plan)
+    sender = ProgressSender(plan.progress, plan.job, plan.task)
+    reporting = asyncio.ensure_future(sender.run(run.counters))
     try:
         await SCENARIOS[plan.scenario](run)
     finally:
+        reporting.cancel()
+        await asyncio.gather(reporting, return_exceptions=True)
         for s in run.sims:
             await s.member.stop_heartbeats()
         await run.pool.close()
+        sender.send(run.counters(finished=True))  # whatever the last tick showed
+        sender.close()
     # Whatever was recorded after the last emit (a failure mid-way) is kept too.
     run.emit("unfinished")
     return run.out
