@@ -94,11 +94,18 @@ def wait_for_slots(sc: Any, tasks: int, timeout_s: float, log: Callable[[str], N
             waiting = True
         time.sleep(SLOT_POLL_S)
         slots = task_slots(sc) or 0
-    executors = executor_count(sc)
-    raise ClusterNotReady(
+    needs = (
         f"--tasks {tasks} needs {tasks} free task slots at once (a barrier stage starts all "
-        f"its tasks together), but after {time.monotonic() - started:.0f} s the cluster "
-        f"offers this application {slots} ({executors} executor(s); slots = executor cores / "
+        "its tasks together)"
+    )
+    if sc.master.startswith("local"):
+        raise ClusterNotReady(
+            f"{needs}, but Spark {sc.master} runs {slots} at once. Lower --tasks to "
+            f"{max(slots, 1)} or less, or give local mode more (--master 'local[N]')."
+        )
+    raise ClusterNotReady(
+        f"{needs}, but after {time.monotonic() - started:.0f} s the cluster offers this "
+        f"application {slots} ({executor_count(sc)} executor(s); slots = executor cores / "
         f"spark.task.cpus). Lower --tasks to {max(slots, 1)} or less, or give the "
         "application more cores (more workers, spark.cores.max, spark.executor.cores); "
         "--slots-timeout-s waits longer for executors to register."
