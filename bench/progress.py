@@ -62,18 +62,27 @@ def decode(data: bytes) -> tuple[str, int, int, Counters] | None:
 
 
 class ProgressBoard:
-    """The driver's end: the latest counters of every task, per job."""
+    """The driver's end: the latest counters of every task, per job. When it cannot bind
+    (`error` says why), it stays empty and the tasks are given no address."""
 
     def __init__(self, host: str) -> None:
-        self._sock = socket.socket(
-            socket.AF_INET6 if ":" in host else socket.AF_INET, socket.SOCK_DGRAM
-        )
-        self._sock.bind((host.strip("[]"), 0))
-        self._sock.settimeout(RECEIVE_POLL_S)
-        self.address: tuple[str, int] = (host.strip("[]"), self._sock.getsockname()[1])
         self._latest: dict[tuple[str, int], tuple[int, Counters]] = {}
         self._changed = threading.Condition()
         self._closing = threading.Event()
+        self.address: tuple[str, int] | None = None
+        self.error: OSError | None = None
+        self._sock = socket.socket(
+            socket.AF_INET6 if ":" in host else socket.AF_INET, socket.SOCK_DGRAM
+        )
+        try:
+            self._sock.bind((host.strip("[]"), 0))
+        except OSError as exc:
+            self.error = exc
+            self._sock.close()
+            self._thread = threading.Thread(target=lambda: None)
+            return
+        self._sock.settimeout(RECEIVE_POLL_S)
+        self.address = (host.strip("[]"), self._sock.getsockname()[1])
         self._thread = threading.Thread(target=self._receive, name="bench-progress", daemon=True)
         self._thread.start()
 
@@ -110,7 +119,8 @@ class ProgressBoard:
 
     def close(self) -> None:
         self._closing.set()
-        self._thread.join(RECEIVE_POLL_S * 10)
+        if self._thread.is_alive():
+            self._thread.join(RECEIVE_POLL_S * 10)
         self._sock.close()
 
     def __enter__(self) -> ProgressBoard:

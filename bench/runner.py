@@ -388,6 +388,8 @@ def run(o: dict[str, Any], console: Console | None = None) -> dict[str, Any]:
                 disable=o["no_progress"],
             ) as progress,
         ):
+            if board.error is not None:
+                log(f"no live member counts: cannot listen on {bind} ({board.error})")
             for target in targets:
                 for n, job in enumerate(all_jobs[target.label]):
                     prepare_topic(target, *job.topic)
@@ -403,7 +405,7 @@ def run(o: dict[str, Any], console: Console | None = None) -> dict[str, Any]:
                             params,
                             target.echo,
                             target.pid,
-                            progress=(advertised, board.address[1]),
+                            progress=(advertised, board.address[1]) if board.address else None,
                             job=f"{run_id}-{target.label}-{n}",
                         )
                         for i, waves in enumerate(job.waves)

@@ -106,3 +106,10 @@ async def test_a_task_reports_its_final_counters(kafka_server: ServerProcess) ->
     assert requests >= 3 * 4  # FindCoordinator, two JoinGroups, SyncGroup, ... per member
     # Outside a Spark barrier stage no executor is named.
     assert {r[ROW_FIELDS.index("executor")] for r in rows} == {""}
+
+
+def test_a_board_that_cannot_bind_stays_empty() -> None:
+    # 192.0.2.1 (TEST-NET-1) is no address of this machine: bind fails locally, no packet.
+    with ProgressBoard("192.0.2.1") as board:
+        assert board.address is None and isinstance(board.error, OSError)
+        assert board.totals("job") == Counters()
