@@ -197,8 +197,14 @@ def build_parser() -> argparse.ArgumentParser:
     spark.add_argument(
         "--tasks",
         type=int,
-        help="Spark tasks (default: the default "
-        "parallelism); a barrier stage needs this many free slots",
+        help="Spark tasks (default: local mode's cores; on a cluster, the task slots "
+        "it offers once an executor registered); a barrier stage needs this many free slots",
+    )
+    spark.add_argument(
+        "--slots-timeout-s",
+        type=float,
+        default=30.0,
+        help="on a cluster, wait this long for executors offering --tasks slots, then fail (30)",
     )
     spark.add_argument(
         "--spark-conf",
@@ -240,9 +246,16 @@ def options(args: argparse.Namespace) -> dict[str, Any]:
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     o = options(args)
+    from minicoord.bench.cluster_checks import ClusterNotReady
+    from minicoord.bench.console import Console
     from minicoord.bench.runner import run
 
-    summary = run(o)
+    console = Console()
+    try:
+        summary = run(o, console)
+    except ClusterNotReady as exc:
+        console.line(str(exc))
+        return 2
     print(f"results in {o['out']} (summary.json, results.md, raw.parquet, plots)")
     failed = [
         g

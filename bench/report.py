@@ -86,6 +86,22 @@ def operation_stats(df: Any) -> list[dict[str, Any]]:
     return out
 
 
+def executor_stats(df: Any) -> list[dict[str, Any]]:
+    """Which executor (host:port) ran which tasks, per target: where the load came from."""
+    from pyspark.sql import functions as F
+
+    rows = (
+        df.groupBy("target", "executor")
+        .agg(F.sort_array(F.collect_set("task")).alias("tasks"), F.count("*").alias("rows"))
+        .orderBy("target", "executor")
+        .collect()
+    )
+    return [
+        {"target": r["target"], "executor": r["executor"], "tasks": r["tasks"], "rows": r["rows"]}
+        for r in rows
+    ]
+
+
 def group_stats(df: Any, partitions: dict[str, int]) -> dict[str, Any]:
     """Per group: time to Stable (first JoinGroup of any member to the last member's
     assignment of the full generation), join rounds (the generation it settled at), and
@@ -544,6 +560,12 @@ def markdown(summary: dict[str, Any]) -> str:
         "",
         "targets: " + ", ".join(f"{k} `{v}`" for k, v in summary["targets"].items()),
         "",
+        "executors: "
+        + ", ".join(
+            f"{e['target']} tasks {e['tasks']} on `{e['executor'] or 'this process'}`"
+            for e in summary["executors"]
+        ),
+        "",
         "| target | step | operation | count | errors "
         "| p50 ms | p95 ms | p99 ms | max ms | rate/s |",
         "| --- | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
@@ -604,6 +626,7 @@ def build(spark: Any, raw: str, out: Path, meta: dict[str, Any]) -> dict[str, An
         **{k: v for k, v in meta.items() if k != "parameters"},
         "target": meta["targets"].get("minicoord"),
         "parameters": meta["parameters"],
+        "executors": executor_stats(df),
         "operations": ops,
         "results": results,
         "ratios": ratios(ops),

@@ -5,6 +5,9 @@ scenario is cut into one barrier stage per job: every task of the stage runs an 
 driving its share of the members (bench/tasks.py), and the rows come back as a DataFrame
 that is appended to the raw Parquet. All aggregation then runs in Spark over that Parquet
 (bench/report.py), so a run on a cluster aggregates where the data is.
+
+Before any server starts, the cluster is checked (bench/cluster_checks.py): enough task slots
+for a barrier stage of --tasks, and executors whose Python imports what the tasks import.
 """
 
 from __future__ import annotations
@@ -22,12 +25,26 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from minicoord.bench.cluster_checks import probe_executors, wait_for_slots
+from minicoord.bench.console import PREFIX, Console
+from minicoord.bench.progress import Counters, ProgressBoard, StallWatch
+from minicoord.bench.spark_session import (
+    QUIET_LOG_LEVEL,
+    driver_addresses,
+    is_local,
+    spark_session,
+)
 from minicoord.bench.tasks import ROW_FIELDS, TaskPlan, run_task
 from minicoord.server.process import ServerProcess
 
 TARGET_MINICOORD = "minicoord"
 TARGET_ECHO = "echo"
 TARGET_OTHER = "other"
+
+POLL_S = 0.5
+# A stage whose tasks and counters have not moved for this long is stuck, or waiting for
+# something only Spark's warnings name (task slots, executors): they are shown until it moves.
+STUCK_S = 20.0
 
 
 @dataclass
@@ -210,57 +227,6 @@ def prepare_topic(target: Target, topic: str, partitions: int) -> None:
 # -- Spark --------------------------------------------------------------------------------
 
 
-def spark_session(o: dict[str, Any]) -> Any:
-    from pyspark.sql import SparkSession
-
-    builder = SparkSession.builder.appName(f"minicoord-bench-{o['scenario']}")
-    under_submit = "PYSPARK_GATEWAY_PORT" in os.environ  # launched by spark-submit
-    master = o["master"] or (None if under_submit else "local[*]")
-    if master is not None:
-        builder = builder.master(master)
-    if master is not None and master.startswith("local"):
-        # Embedded Spark: loopback only, no web UI, workers on this very interpreter.
-        os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
-        os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-        builder = (
-            builder.config("spark.driver.host", "127.0.0.1")
-            .config("spark.driver.bindAddress", "127.0.0.1")
-            .config("spark.ui.enabled", "false")
-        )
-    builder = builder.config("spark.ui.showConsoleProgress", "false").config(
-        "spark.sql.shuffle.partitions", "8"
-    )
-    for key, value in o["spark_conf"]:
-        builder = builder.config(key, value)
-    spark = builder.getOrCreate()
-    spark.sparkContext.setLogLevel("ERROR")
-    if master is not None and not master.startswith("local"):
-        _ship_package(spark)
-    return spark
-
-
-def _ship_package(spark: Any) -> None:
-    """Send minicoord's own code to the executors (kafka-python and uvloop must be there)."""
-    import tempfile
-    import zipfile
-
-    import minicoord.bench
-    import minicoord.clients
-    import minicoord.protocol
-    import minicoord.server
-
-    tmp = Path(tempfile.mkdtemp(prefix="minicoord-bench-")) / "minicoord.zip"
-    with zipfile.ZipFile(tmp, "w") as zf:
-        zf.writestr("minicoord/__init__.py", "")
-        for pkg in (minicoord.bench, minicoord.clients, minicoord.protocol, minicoord.server):
-            root = Path(pkg.__path__[0])
-            name = pkg.__name__.split(".", 1)[1]
-            for path in root.rglob("*"):
-                if path.suffix in (".py", ".json") and "__pycache__" not in path.parts:
-                    zf.write(path, f"minicoord/{name}/{path.relative_to(root)}")
-    spark.sparkContext.addPyFile(str(tmp))
-
-
 def schema() -> Any:
     from pyspark.sql.types import (
         DoubleType,
@@ -284,7 +250,27 @@ def schema() -> Any:
     return StructType([StructField(n, types.get(n, StringType()), False) for n in ROW_FIELDS])
 
 
-def run_job(spark: Any, plans: list[TaskPlan], raw: str, progress: Any, label: str) -> None:
+def describe(label: str, tasks_done: int, tasks: int, members: int, c: Counters) -> str:
+    """The progress line of one stage: tasks, members started and settled, requests."""
+    done = max(tasks_done, c.finished)
+    running = max(0, min(c.tasks - c.finished, tasks - done))
+    text = f"{label}: tasks {running} running, {done}/{tasks} done"
+    if c.members or members:
+        text += f", {c.started}/{max(members, c.members)} members started, {c.settled} settled"
+    if c.failed:
+        text += f", {c.failed} failed"
+    return text + f", {c.requests:,} requests"
+
+
+def run_job(
+    spark: Any,
+    plans: list[TaskPlan],
+    raw: str,
+    progress: Any,
+    board: ProgressBoard,
+    log: Callable[[str], None],
+    label: str,
+) -> None:
     """Run one barrier stage; append its rows to the raw Parquet. Blocks; shows progress."""
     sc = spark.sparkContext
     sc.setJobDescription(label)
@@ -298,20 +284,39 @@ def run_job(spark: Any, plans: list[TaskPlan], raw: str, progress: Any, label: s
         except BaseException as exc:
             failure.append(exc)
 
+    members = sum(len(entries) for plan in plans for _, entries in plan.waves)
     worker = threading.Thread(target=write, name=f"bench-{label}", daemon=True)
     started = time.monotonic()
     worker.start()
     tracker = sc.statusTracker()
+    watch = StallWatch(STUCK_S, started)
     while worker.is_alive():
-        worker.join(0.5)
+        worker.join(POLL_S)
         done = 0
         for stage_id in tracker.getActiveStageIds():
             info = tracker.getStageInfo(stage_id)
             if info is not None:
                 done = max(done, info.numCompletedTasks)
-        progress.set_postfix_str(
-            f"{label}: {done}/{len(plans)} tasks, {time.monotonic() - started:.0f}s"
-        )
+        counters = board.totals(plans[0].job)
+        now = time.monotonic()
+        stall = watch.observe((done, counters), now)
+        if stall is True:
+            sc.setLogLevel("WARN")
+            log(
+                f"{label}: nothing moved for {STUCK_S:.0f} s; Spark's warnings are shown "
+                "until it does"
+            )
+        elif stall is False:
+            sc.setLogLevel(QUIET_LOG_LEVEL)
+        text = describe(label, done, len(plans), members, counters)
+        progress.set_postfix_str(f"{text}, {now - started:.0f}s")
+    if watch.stalled:
+        sc.setLogLevel(QUIET_LOG_LEVEL)
+    if not failure:
+        # Once more: each task sent its final counters as it ended, after the last poll.
+        counters = board.totals(plans[0].job)
+        text = describe(label, len(plans), len(plans), members, counters)
+        progress.set_postfix_str(f"{text}, {time.monotonic() - started:.0f}s", refresh=False)
     progress.update(1)
     if failure:
         raise failure[0]
@@ -320,37 +325,73 @@ def run_job(spark: Any, plans: list[TaskPlan], raw: str, progress: Any, label: s
 # -- the whole run ------------------------------------------------------------------------
 
 
-def run(o: dict[str, Any]) -> dict[str, Any]:
+def check_cluster(spark: Any, o: dict[str, Any], log: Callable[[str], None]) -> int:
+    """How many tasks each stage runs, once the cluster is known to run that many barrier
+    tasks whose imports work on the executors (else ClusterNotReady)."""
+    sc = spark.sparkContext
+    local = is_local(sc.master)
+    # Local mode has all its slots from the start: no executor is on its way.
+    timeout = 0.0 if local else float(o["slots_timeout_s"])
+    tasks = o["tasks"]
+    if tasks is None and local:
+        tasks = sc.defaultParallelism
+    elif tasks is None:
+        # defaultParallelism counts only the executors registered so far (and is at least
+        # 2): on a cluster, take every slot there is once the first executor is in.
+        tasks = wait_for_slots(sc, 1, timeout, log)
+        log(f"--tasks not given: {tasks}, the task slots the cluster offers now")
+    slots = wait_for_slots(sc, tasks, timeout, log)
+    # Local workers run this very interpreter, which has imported the tasks' code already.
+    if not local or sc.pythonExec != sys.executable:
+        probe_executors(sc, slots, log)
+    return tasks
+
+
+def run(o: dict[str, Any], console: Console | None = None) -> dict[str, Any]:
     from minicoord.bench import report
     from tqdm import tqdm
 
+    console = console or Console()
     out = Path(o["out"])
     out.mkdir(parents=True, exist_ok=True)
     raw = str((out / "raw.parquet").resolve())
     raise_nofile_limit()
 
     def log(message: str) -> None:
-        tqdm.write(f"minicoord bench: {message}", file=sys.stderr)
+        tqdm.write(f"{PREFIX}{message}", file=console)  # type: ignore[arg-type]
 
     from pyspark.sql import SparkSession
 
     # A session that already exists (a notebook, a test) is the caller's: used, not stopped.
     owns_session = SparkSession.getActiveSession() is None
-    targets = start_targets(o, log)
+    targets: list[Target] = []
     spark = None
     try:
         spark = spark_session(o)
-        tasks = o["tasks"] or spark.sparkContext.defaultParallelism
+        console.attach(spark)
+        # Checked before any server starts: a cluster that cannot run the stages fails fast.
+        tasks = check_cluster(spark, o, log)
+        targets = start_targets(o, log)
         run_id = uuid.uuid4().hex[:6]
         all_jobs = {
             t.label: plan_jobs(o, tasks, f"{o['scenario']}-{run_id}-{t.label}") for t in targets
         }
         total = sum(len(j) for j in all_jobs.values())
-        with tqdm(
-            total=total, desc=o["scenario"], unit="job", file=sys.stderr, disable=o["no_progress"]
-        ) as progress:
+        bind, advertised = driver_addresses(spark)
+        with (
+            ProgressBoard(bind) as board,
+            tqdm(
+                total=total,
+                desc=o["scenario"],
+                unit="job",
+                file=console,  # type: ignore[arg-type]
+                disable=o["no_progress"],
+            ) as progress,
+        ):
+            if board.error is not None:
+                log(f"no live member counts: cannot listen on {bind} ({board.error})")
             for target in targets:
-                for job in all_jobs[target.label]:
+                for n, job in enumerate(all_jobs[target.label]):
                     prepare_topic(target, *job.topic)
                     params = {**o, **job.params}
                     plans = [
@@ -364,10 +405,13 @@ def run(o: dict[str, Any]) -> dict[str, Any]:
                             params,
                             target.echo,
                             target.pid,
+                            progress=(advertised, board.address[1]) if board.address else None,
+                            job=f"{run_id}-{target.label}-{n}",
                         )
                         for i, waves in enumerate(job.waves)
                     ]
-                    run_job(spark, plans, raw, progress, f"{target.label} {job.label}")
+                    label = f"{target.label} {job.label}"
+                    run_job(spark, plans, raw, progress, board, log, label)
         meta = {
             "scenario": o["scenario"],
             # What a group's assignment must cover, per step (verification in the report).

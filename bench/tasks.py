@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from minicoord.bench.progress import Counters, ProgressSender
 from minicoord.clients.connection import ProtocolClient
 from minicoord.clients.member import GroupMember, MemberError
 from minicoord.clients.timings import (
@@ -39,6 +40,7 @@ ROW_FIELDS = (
     "target",
     "step",
     "task",
+    "executor",
     "kind",
     "op",
     "group_id",
@@ -69,6 +71,8 @@ class TaskPlan:
     params: dict[str, Any] = field(default_factory=dict)
     echo: bool = False  # the target only answers Heartbeats (bench/echo_server.py)
     server_pid: int | None = None  # for RSS and CPU gauges when the server runs on this host
+    progress: tuple[str, int] | None = None  # the driver's ProgressBoard (bench/progress.py)
+    job: str = ""  # this stage's key on that board
 
     @property
     def host_port(self) -> tuple[str, int]:
@@ -97,6 +101,22 @@ def cpu_seconds(pid: int) -> float | None:
     except OSError:
         return None
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def executor_address() -> str:
+    """host:port of the Spark executor running this task ("" outside a barrier stage).
+
+    Spark's Python API names no executor id; the address the scheduler gives each barrier
+    task is the executor's own RPC endpoint, one per executor, so it tells executors apart
+    even when several share a host."""
+    try:
+        from pyspark import BarrierTaskContext, TaskContext
+    except ImportError:
+        return ""
+    ctx = TaskContext.get()
+    if not isinstance(ctx, BarrierTaskContext):
+        return ""
+    return ctx.getTaskInfos()[ctx.partitionId()].address
 
 
 # -- coordination between tasks ------------------------------------------------------------
@@ -214,18 +234,32 @@ class TaskRun:
         self.sims: list[Sim] = []
         self.out: list[tuple] = []
         self.partitions: dict[str, int] = {}
+        self.executor = executor_address()
+
+    def counters(self, finished: bool = False) -> Counters:
+        sims = self.sims
+        return Counters(
+            tasks=1,
+            finished=int(finished),
+            members=len(sims),
+            started=sum(1 for s in sims if s.started_at),
+            settled=sum(1 for s in sims if s.settled_at > 0),
+            failed=sum(1 for s in sims if s.failed),
+            requests=self.recorder.requests,
+        )
 
     # -- output --------------------------------------------------------------------------
 
     def emit(self, step: str) -> None:
         """Move what the recorder holds into the output rows under `step`."""
-        target, task = self.plan.target, self.plan.task
+        target, task, executor = self.plan.target, self.plan.task, self.executor
         # Exact Python types for the schema: Spark is told not to re-verify every row.
         self.out.extend(
             (
                 target,
                 step,
                 task,
+                executor,
                 m.kind,
                 m.op,
                 m.group_id,
@@ -535,6 +569,7 @@ async def churn(run: TaskRun) -> None:
         member = sim.member
         # Spread the first arrivals over one pause, so the churn is a flow, not a burst.
         await asyncio.sleep(rng.uniform(0, pause_ms / 1000))
+        sim.started_at = time.perf_counter()
         try:
             _, host, port = await member.find_coordinator()
             if (host, port) != run.plan.host_port:
@@ -753,12 +788,18 @@ def _prepare_process(plan: TaskPlan) -> None:
 async def run_plan(plan: TaskPlan) -> list[tuple]:
     """Run one plan in the running loop; the rows it measured."""
     run = TaskRun(plan)
+    sender = ProgressSender(plan.progress, plan.job, plan.task)
+    reporting = asyncio.ensure_future(sender.run(run.counters))
     try:
         await SCENARIOS[plan.scenario](run)
     finally:
+        reporting.cancel()
+        await asyncio.gather(reporting, return_exceptions=True)
         for s in run.sims:
             await s.member.stop_heartbeats()
         await run.pool.close()
+        sender.send(run.counters(finished=True))  # whatever the last tick showed
+        sender.close()
     # Whatever was recorded after the last emit (a failure mid-way) is kept too.
     run.emit("unfinished")
     return run.out

@@ -40,14 +40,18 @@ class Measurement(NamedTuple):
 class Recorder:
     """Collects measurements of one process (one Spark task, one test)."""
 
-    __slots__ = ("_rows",)
+    __slots__ = ("_rows", "requests")
 
     def __init__(self) -> None:
         self._rows: list[tuple] = []
+        # Requests recorded over the recorder's life, kept across clear(): a progress
+        # display reads it while rows are being handed off in batches.
+        self.requests = 0
 
     def request(
         self, api: str, group_id: str, member: int, t0: float, t1: float, error: int
     ) -> None:
+        self.requests += 1
         self._rows.append((KIND_REQUEST, api, group_id, member, 0, 0, t0, t1, error, 0.0))
 
     def phase(

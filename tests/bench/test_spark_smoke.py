@@ -85,6 +85,9 @@ def test_cold_join_through_spark(spark: Any, tmp_path: Path) -> None:
     assert summary["scenario"] == "cold-join"
     assert summary["target"].startswith("127.0.0.1:")
     assert summary["parameters"]["groups"] == 3 and summary["parameters"]["members"] == 2
+    # Local mode has one executor, the driver itself: both tasks ran there.
+    (executor,) = summary["executors"]
+    assert executor["tasks"] == [0, 1] and executor["executor"].rpartition(":")[2].isdigit()
     for name in ("cold_join", "join", "JoinGroup", "SyncGroup"):
         sane_latency(op(summary, name))
     assert op(summary, "cold_join")["count"] == 6
@@ -125,3 +128,16 @@ def test_heartbeat_against_minicoord_and_the_echo_ceiling(spark: Any, tmp_path: 
     ratios = {(r["versus"], r["step"]): r for r in summary["ratios"] if r["op"] == "Heartbeat"}
     assert ratios[("echo", "back-to-back")]["rate_ratio"] > 0
     assert_plots(out)
+
+
+def test_more_tasks_than_local_slots_fail_at_once(
+    spark: Any, tmp_path: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
+    out = tmp_path / "three"
+    argv = ["cold-join", "--groups", "3", "--members", "1", "--tasks", "3", "--out", str(out)]
+    # local[2] never gets a third slot: no waiting, no server, nothing submitted.
+    assert main([*argv, "--no-progress"]) == 2
+    err = capfd.readouterr().err
+    assert "--tasks 3 needs 3 free task slots" in err
+    assert "but Spark local[2] runs 2 at once" in err
+    assert not (out / "raw.parquet").exists()
