@@ -15,7 +15,7 @@ def broker() -> Iterator[Broker]:
     """A broker on a loop of its own that the tests turn by hand (see `settle`)."""
     loop = asyncio.new_event_loop()
     b = Broker(Config(socket_request_max_bytes=1024 * 1024))
-    b.topics.create("topic6", 6)
+    b.create_topic("topic6", 6)
     b.attach(loop)
     b.loop_for_tests = loop  # type: ignore[attr-defined]
     yield b

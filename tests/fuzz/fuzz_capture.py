@@ -65,8 +65,49 @@ def _confluent(bootstrap: str) -> None:
     consumer.close()
 
 
+def _confluent_data(bootstrap: str) -> None:
+    """An idempotent producer, then a consumer reading back: Produce, Fetch, ListOffsets."""
+    from confluent_kafka import OFFSET_BEGINNING, Consumer, Producer, TopicPartition
+
+    producer = Producer(
+        {"bootstrap.servers": bootstrap, "enable.idempotence": True, "linger.ms": 1}
+    )
+    for i in range(20):
+        producer.produce(
+            TOPIC,
+            key=f"k{i}".encode(),
+            value=b"v" * (i * 10),
+            headers=[("h", b"x")],
+            partition=i % 3,
+        )
+        if i % 5 == 4:
+            producer.flush(10)
+    producer.flush(10)
+    consumer = Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": f"capture-read-{uuid.uuid4().hex[:6]}",
+            "auto.offset.reset": "earliest",
+            "enable.auto.commit": False,
+        }
+    )
+    # From the beginning, which the consumer looks up with ListOffsets.
+    consumer.assign([TopicPartition(TOPIC, p, OFFSET_BEGINNING) for p in range(3)])
+    got = 0
+    deadline = time.monotonic() + 20
+    while got < 20 and time.monotonic() < deadline:
+        got += len([m for m in consumer.consume(20, 0.2) if m.error() is None])
+    consumer.close()
+
+
 def _kafka_python(bootstrap: str) -> None:
-    from kafka import KafkaAdminClient
+    from kafka import KafkaAdminClient, KafkaProducer
+
+    producer = KafkaProducer(bootstrap_servers=bootstrap, compression_type="gzip")
+    for _ in range(5):
+        producer.send(TOPIC, key=b"kp", value=b"gzip me " * 20, headers=[("h", b"y")])
+    producer.flush(10)
+    producer.close()
 
     admin = KafkaAdminClient(bootstrap_servers=bootstrap)
     listed = admin.list_groups()
@@ -78,8 +119,14 @@ def _kafka_python(bootstrap: str) -> None:
 
 
 async def _aiokafka(bootstrap: str) -> None:
-    from aiokafka import AIOKafkaConsumer, TopicPartition
+    from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
     from aiokafka.structs import OffsetAndMetadata
+
+    producer = AIOKafkaProducer(bootstrap_servers=bootstrap, enable_idempotence=True)
+    await producer.start()
+    for i in range(5):
+        await producer.send_and_wait(TOPIC, b"aio", key=b"ka", partition=i % 2)
+    await producer.stop()
 
     consumer = AIOKafkaConsumer(
         TOPIC,
@@ -99,8 +146,8 @@ async def _aiokafka(bootstrap: str) -> None:
 
 
 async def capture_client_frames() -> list[bytes]:
-    """Frames (length prefix included) that three stock clients sent while joining,
-    committing, fetching offsets, leaving and administering groups."""
+    """Frames (length prefix included) that three stock clients sent while producing,
+    fetching, joining, committing, fetching offsets, leaving and administering groups."""
     frames: list[bytes] = []
     target: list[int] = []
     proxy, port = await _proxy(target, frames)
@@ -112,6 +159,7 @@ async def capture_client_frames() -> list[bytes]:
         try:
             await asyncio.wait_for(_aiokafka(bootstrap), 60)
             await asyncio.wait_for(asyncio.to_thread(_confluent, bootstrap), 60)
+            await asyncio.wait_for(asyncio.to_thread(_confluent_data, bootstrap), 60)
             await asyncio.wait_for(asyncio.to_thread(_kafka_python, bootstrap), 60)
         finally:
             proxy.close()

@@ -31,6 +31,10 @@ class RecordingTransport:
         assert not self.closed, "wrote to a closed transport"
         self.written += data
 
+    def writelines(self, buffers: list[bytes]) -> None:
+        for data in buffers:
+            self.write(data)
+
     def close(self) -> None:
         if not self.closed:
             self.closed = True

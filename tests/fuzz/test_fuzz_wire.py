@@ -51,6 +51,7 @@ def corpus() -> list[bytes]:
     assert len(captured) >= 20, "the stock clients sent too little to fuzz from"
     apis = {struct.unpack_from(">h", f, 4)[0] for f in captured}
     assert {10, 11, 14, 12, 8, 9} <= apis  # coordinator traffic was captured
+    assert {0, 1, 2, 22} <= apis  # and the data path: Produce, Fetch, ListOffsets, producer ids
     return captured + default_frames()
 
 
@@ -147,6 +148,75 @@ def test_mutated_client_traffic(
     assert _still_serving(broker, baseline)
 
 
+def _end_offsets(broker: Broker) -> dict[tuple[str, int], int]:
+    return {key: state.log.next_offset for key, state in broker.data.partitions.items()}
+
+
+def test_mutated_produce_requests_append_only_what_they_acknowledge(
+    broker: Broker, corpus: list[bytes]
+) -> None:
+    """A Produce that is refused (any partition answered with an error, or the request not
+    understood) appends nothing for it; partitions it did not name never change."""
+    produces = [f for f in corpus if struct.unpack_from(">h", f, 4)[0] == 0]
+    assert len(produces) >= 5, "too few Produce requests captured"
+
+    @settings(
+        max_examples=600,
+        deadline=None,
+        suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture],
+        derandomize=True,
+    )
+    @given(
+        st.integers(0, len(produces) - 1),
+        st.sampled_from([0, 1, 2, 5, 6]),
+        st.integers(0, 2**16),
+        st.integers(0, 2**16),
+        st.binary(min_size=1, max_size=64),
+    )
+    def run(index: int, kind: int, a: int, b: int, junk: bytes) -> None:
+        frame = mutate(produces[index], kind, a, b, junk)
+        TRIED["inputs"] += 1
+        before = _end_offsets(broker)
+        conn, transport = feed(broker, frame)
+        check_outcome(transport, conn, frame)
+        grown = {k: v - before.get(k, 0) for k, v in _end_offsets(broker).items()}
+        grown = {k: n for k, n in grown.items() if n}
+        responses = transport.responses()
+        if not responses:
+            # Closed (not understood) or acks=0: nothing may be appended unless it was a
+            # well-formed acks=0 request that the server took.
+            acks_zero = not transport.closed
+            assert not grown or acks_zero, (grown, transport.closed)
+            transport.close()
+            return
+        version = struct.unpack_from(">h", frame, 6)[0]
+        if not 3 <= version <= 13:  # answered UNSUPPORTED_VERSION, never handled
+            assert not grown, grown
+            transport.close()
+            return
+        accepted = _accepted_partitions(responses[0], version)
+        for key in grown:
+            assert key in accepted, f"{key} grew by {grown[key]} but was not acknowledged"
+        transport.close()
+
+    run()
+    assert _still_serving(broker, None)
+
+
+def _accepted_partitions(body: bytes, version: int) -> set[tuple[str, int]]:
+    from kafka.protocol.producer import ProduceResponse
+
+    # Flexible versions (v9+) carry an empty tag section after the correlation id.
+    start = 5 if version >= 9 else 4
+    response = ProduceResponse.decode(memoryview(body)[start:], version=version)
+    return {
+        (t.name, p.index)
+        for t in response.responses
+        for p in t.partition_responses
+        if p.error_code == 0
+    }
+
+
 def test_random_bytes(broker: Broker) -> None:
     @settings(
         max_examples=400,
@@ -223,4 +293,4 @@ def _decode_offset_fetch(body: bytes) -> int:
 def test_report_inputs_tried() -> None:
     # Runs after the fuzzers in this module (pytest keeps file order).
     print(f"\nfuzz inputs tried: {TRIED['inputs']}")
-    assert TRIED["inputs"] >= 2400
+    assert TRIED["inputs"] >= 3000
