@@ -61,6 +61,12 @@ from kafka.protocol.producer import (
     ProduceRequest,
     ProduceResponse,
 )
+from minicoord.protocol.consumer_group_apis import (
+    ConsumerGroupDescribeRequest,
+    ConsumerGroupDescribeResponse,
+    ConsumerGroupHeartbeatRequest,
+    ConsumerGroupHeartbeatResponse,
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -115,5 +121,7 @@ SPECS: dict[int, ApiSpec] = {
         _spec(DeleteRecordsRequest, DeleteRecordsResponse),
         _spec(DescribeConfigsRequest, DescribeConfigsResponse),
         _spec(IncrementalAlterConfigsRequest, IncrementalAlterConfigsResponse),
+        _spec(ConsumerGroupHeartbeatRequest, ConsumerGroupHeartbeatResponse),
+        _spec(ConsumerGroupDescribeRequest, ConsumerGroupDescribeResponse),
     )
 }

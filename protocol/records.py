@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from kafka.protocol.api_data import ApiData
-from minicoord.protocol import schemas
+from minicoord.protocol import consumer_records, schemas
 
 # Versions minicoord writes (Kafka 3.x/4.x write the same for classic groups).
 OFFSET_COMMIT_KEY_VERSION = 1
@@ -115,17 +115,26 @@ def group_metadata_value(**fields: Any) -> bytes:
     )
 
 
-def decode_key(key: bytes) -> OffsetCommitKey | GroupMetadataKey:
-    """Decode a record key by its leading version, as Kafka's loader does."""
-    (version,) = _H.unpack_from(key, 0)
-    if version in (0, 1):
+def record_type(key: bytes) -> int:
+    """The record type a key starts with (its "version" in Kafka's pre-4.1 terms)."""
+    return int(_H.unpack_from(key, 0)[0])
+
+
+def decode_key(key: bytes) -> Any:
+    """Decode a record key by its leading type, as Kafka's loader does."""
+    rtype = record_type(key)
+    if rtype in (0, 1):
         return OffsetCommitKey.decode(key)
-    if version == 2:
+    if rtype == 2:
         return GroupMetadataKey.decode(key)
-    raise ValueError(f"unknown __consumer_offsets key version {version}")
+    if rtype in consumer_records.TYPES:
+        return consumer_records.decode_key(rtype, key)
+    raise ValueError(f"unknown __consumer_offsets record type {rtype}")
 
 
-def decode_value(key: OffsetCommitKey | GroupMetadataKey, value: bytes) -> Any:
+def decode_value(key: Any, value: bytes) -> Any:
     if isinstance(key, OffsetCommitKey):
         return OffsetCommitValue.decode(value)
-    return GroupMetadataValue.decode(value)
+    if isinstance(key, GroupMetadataKey):
+        return GroupMetadataValue.decode(value)
+    return consumer_records.decode_value(consumer_records.KEY_TYPE[type(key)], value)

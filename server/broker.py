@@ -74,7 +74,7 @@ class Broker:
         # One timer queue for the coordinator and the data path, fired from one loop timer.
         self.timers = TimerQueue()
         self.topics = TopicRegistry(config)
-        self.coordinator = GroupCoordinator(config, timers=self.timers)
+        self.coordinator = GroupCoordinator(config, timers=self.timers, topics=self.topics)
         self.data = DataPlane(config, self.logs, self.topics, self.timers)
         self.handlers = HandlerRegistry.default()
         self.cluster_id = new_cluster_id()
@@ -136,6 +136,7 @@ class Broker:
         topic, records = self.topics.create(name, partitions, configs)
         self.persist_metadata(records)
         self.data.create_logs(topic)
+        self.coordinator.on_topics_changed({name}, created=True)
         log.info("created topic %s with %d partitions (id %s)", name, partitions, topic.topic_id)
         return topic
 
@@ -143,6 +144,7 @@ class Broker:
         """Remove a topic, its logs, the fetches waiting on it and the offsets committed for it."""
         self.persist_metadata(self.topics.delete(topic))
         self.release(self.data.drop_topic(topic))
+        self.coordinator.on_topics_changed({topic.name}, created=False)
         self.apply(self.coordinator.delete_topic_offsets(self.now(), topic.name))
         log.info("deleted topic %s (id %s)", topic.name, topic.topic_id)
 
@@ -150,6 +152,7 @@ class Broker:
         old = topic.partitions
         self.persist_metadata(self.topics.add_partitions(topic, count))
         self.data.create_logs(topic, first=old)
+        self.coordinator.on_topics_changed({topic.name}, created=False)
         log.info("topic %s: %d -> %d partitions", topic.name, old, count)
 
     def alter_topic_configs(self, topic: Topic, overrides: dict[str, str]) -> None:

@@ -48,6 +48,18 @@ class Config:
     log_cleaner_min_cleanable_ratio: float = 0.5
     offsets_retention_minutes: int = 10_080
     offsets_retention_check_interval_ms: int = 600_000
+    # KIP-848 consumer groups. Kafka's heartbeat interval (5 s) and session timeout (45 s)
+    # make every CI test wait for seconds; these reconcile in a fraction of a second and evict
+    # a dead member in seconds. Set Kafka's values to reproduce its timing.
+    group_consumer_heartbeat_interval_ms: int = 500
+    group_consumer_min_heartbeat_interval_ms: int = 100
+    group_consumer_max_heartbeat_interval_ms: int = 15_000
+    group_consumer_session_timeout_ms: int = 10_000
+    group_consumer_min_session_timeout_ms: int = 1_000
+    group_consumer_max_session_timeout_ms: int = 60_000
+    group_consumer_max_size: int = 2_147_483_647
+    group_consumer_assignors: str = "uniform,range"
+    group_consumer_migration_policy: str = "bidirectional"
     # Topic defaults (each topic config's broker synonym), Kafka's values.
     log_retention_ms: int = 604_800_000
     log_retention_bytes: int = -1
@@ -146,7 +158,50 @@ class Config:
             raise ConfigError("group.initial.rebalance.delay.ms must not be negative")
         if self.log_retention_check_interval_ms < 1:
             raise ConfigError("log.retention.check.interval.ms must be at least 1")
+        self._validate_consumer_groups()
         self._validate_topic_defaults()
+
+    @property
+    def consumer_assignors(self) -> list[str]:
+        return [a.strip() for a in self.group_consumer_assignors.split(",") if a.strip()]
+
+    def _validate_consumer_groups(self) -> None:
+        for kind in ("heartbeat_interval", "session_timeout"):
+            low, value, high = (
+                getattr(self, f"group_consumer_{p}{kind}_ms") for p in ("min_", "", "max_")
+            )
+            if not 1 <= low <= value <= high:
+                raise ConfigError(
+                    f"group.consumer.{kind.replace('_', '.')}.ms must lie within "
+                    f"group.consumer.min.{kind.replace('_', '.')}.ms and "
+                    f"group.consumer.max.{kind.replace('_', '.')}.ms"
+                )
+        if self.group_consumer_heartbeat_interval_ms >= self.group_consumer_session_timeout_ms:
+            raise ConfigError(
+                "group.consumer.heartbeat.interval.ms must be less than "
+                "group.consumer.session.timeout.ms"
+            )
+        if self.group_consumer_max_size < 1:
+            raise ConfigError("group.consumer.max.size must be at least 1")
+        assignors = self.consumer_assignors
+        if not assignors or len(set(assignors)) != len(assignors):
+            raise ConfigError("group.consumer.assignors is a non-empty list without duplicates")
+        unknown = [a for a in assignors if a not in ("uniform", "range")]
+        if unknown:
+            raise ConfigError(
+                f"group.consumer.assignors: {', '.join(unknown)} is not an assignor here "
+                "(uniform, range)"
+            )
+        if self.group_consumer_migration_policy.lower() not in (
+            "bidirectional",
+            "upgrade",
+            "downgrade",
+            "disabled",
+        ):
+            raise ConfigError(
+                "group.consumer.migration.policy is one of bidirectional, upgrade, downgrade, "
+                "disabled"
+            )
 
     def _validate_topic_defaults(self) -> None:
         # Each is the default of a topic config: it must be a value that config accepts.

@@ -8,6 +8,7 @@ owned elsewhere) and answers their groups with the error Kafka would.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from enum import Enum
@@ -15,10 +16,27 @@ from enum import Enum
 from kafka.protocol.consumer.metadata import ConsumerProtocolSubscription
 from minicoord.protocol.errors import ErrorCode
 from minicoord.server.config import Config
+from minicoord.server.coordinator.consumer.describe import (
+    ConsumerGroupDescription,
+    describe_consumer_group,
+)
+from minicoord.server.coordinator.consumer.group import ConsumerGroup
+from minicoord.server.coordinator.consumer.manager import (
+    ConsumerGroupManager,
+    HeartbeatError,
+    HeartbeatOutcome,
+    HeartbeatRequest,
+)
+from minicoord.server.coordinator.consumer.mixed import MixedGroups
+from minicoord.server.coordinator.consumer.targets import TopicsView
 from minicoord.server.coordinator.group_manager import GroupManager, Protocols, random_member_id
 from minicoord.server.coordinator.offsets import CommittedOffset, OffsetsManager, TopicPartition
 from minicoord.server.coordinator.partitioning import partition_for
-from minicoord.server.coordinator.replay import PartitionReplay, rebuild_group
+from minicoord.server.coordinator.replay import (
+    PartitionReplay,
+    rebuild_consumer_group,
+    rebuild_group,
+)
 from minicoord.server.coordinator.results import (
     Effects,
     GroupDescription,
@@ -31,6 +49,9 @@ from minicoord.server.coordinator.results import (
 )
 from minicoord.server.coordinator.state import GroupState
 from minicoord.server.coordinator.timers import TimerQueue
+from minicoord.server.topics import TopicRegistry
+
+log = logging.getLogger("minicoord.coordinator")
 
 
 class PartitionStatus(Enum):
@@ -62,11 +83,19 @@ class GroupCoordinator:
         config: Config,
         new_member_id: Callable[[str], str] = random_member_id,
         timers: TimerQueue | None = None,
+        topics: TopicsView | None = None,
     ) -> None:
         self.config = config
         # The broker shares one queue between the coordinator and the data path.
         self.timers = timers if timers is not None else TimerQueue()
+        self.topics: TopicsView = topics if topics is not None else TopicRegistry(config)
         self.groups = GroupManager(config, self.timers, self.partition_for, new_member_id)
+        # KIP-848 groups live in the same dict as classic ones: one id, one group.
+        self.consumers = ConsumerGroupManager(
+            config, self.timers, self.groups.groups, self.partition_for, self.topics
+        )
+        self.consumers.rebalance_listeners = self.groups.rebalance_listeners
+        self.mixed = MixedGroups(self.groups, self.consumers)
         self.offsets = OffsetsManager()
         # Only partitions that are not ACTIVE are listed, so the common case costs one
         # empty-dict test per request.
@@ -109,16 +138,26 @@ class GroupCoordinator:
         replay.decode()
         for gid, value in replay.groups.items():
             self.groups.adopt(rebuild_group(gid, partition, value, now), now)
+        for gid, records in replay.consumer_groups.items():
+            consumer = rebuild_consumer_group(gid, partition, records)
+            if consumer is not None:
+                self.consumers.adopt(consumer, now)
         for (gid, topic, index), committed in replay.offsets.items():
             self.offsets.restore(gid, (topic, index), committed)
             # Offsets without group metadata belong to a group that only stores offsets.
-            self.groups.get_or_create(gid, now)
+            if gid not in self.groups.groups:
+                self.groups.get_or_create(gid, now)
         self.set_partition_status(partition, PartitionStatus.ACTIVE)
 
     def fail_loading(self, partition: int) -> None:
         """The partition's log cannot be read: its groups are COORDINATOR_NOT_AVAILABLE."""
         for gid in self.groups.drop_partition(partition):
             self.offsets.forget_group(gid)
+        for gid, group in list(self.groups.groups.items()):
+            if isinstance(group, ConsumerGroup) and group.partition == partition:
+                for member_id in group.members:
+                    self.consumers.cancel_member_timers(group, member_id)
+                del self.groups.groups[gid]
         for gid in [g for g in self.offsets.offsets if self.partition_for(g) == partition]:
             self.offsets.forget_group(gid)
         self.set_partition_status(partition, PartitionStatus.FAILED)
@@ -126,12 +165,33 @@ class GroupCoordinator:
     # -- operator actions -------------------------------------------------------------------
 
     def force_rebalance(self, now: int, group_id: str) -> Result[bool]:
+        """A classic group rebalances; a consumer group gets a new epoch and target."""
         fx = Effects()
+        consumer = self._consumer(group_id)
+        if consumer is not None:
+            if not consumer.members:
+                return fx.result(False)
+            self.consumers.force_new_target(fx, now, consumer)
+            return fx.result(True)
         return fx.result(self.groups.force_rebalance(fx, now, group_id))
 
     def expire_member(self, now: int, group_id: str, member_id: str) -> Result[bool]:
+        """Remove (fence) a member now, as its session timing out would."""
         fx = Effects()
+        consumer = self._consumer(group_id)
+        if consumer is not None:
+            if member_id not in consumer.members:
+                return fx.result(False)
+            log.info("group %s: member %s fenced by an operator", group_id, member_id)
+            self.consumers.fence(
+                fx, now, consumer, [member_id], f"member {member_id} fenced by an operator"
+            )
+            return fx.result(True)
         return fx.result(self.groups.expire_member(fx, now, group_id, member_id))
+
+    def _consumer(self, group_id: str) -> ConsumerGroup | None:
+        group = self.groups.groups.get(group_id)
+        return group if isinstance(group, ConsumerGroup) else None
 
     # -- retention ------------------------------------------------------------------------
 
@@ -164,6 +224,16 @@ class GroupCoordinator:
                 continue
             committed = self.offsets.all_for(gid)
             subscribed: set[str] = set()
+            if isinstance(group, ConsumerGroup):
+                # Offsets of topics no member subscribes to expire from their commit.
+                subscribed = group.subscribed_topics()
+                for tp, offset in list(committed.items()):
+                    if tp[0] not in subscribed and offset.commit_timestamp + retention <= now:
+                        self.offsets.delete(fx, group.partition, gid, tp)
+                        expired += 1
+                if not group.members and not self.offsets.has_offsets(gid):
+                    self.consumers.delete(fx, group)
+                continue
             if group.state is GroupState.EMPTY:
                 from_state = group.protocol_type is not None and group.generation_id > 0
             elif group.state is GroupState.STABLE and group.protocol_type == "consumer":
@@ -225,6 +295,37 @@ class GroupCoordinator:
         if error is not None:
             fx.reply(ticket, JoinOutcome(error, member_id=member_id))
             return fx.result(None)
+        consumer = self._consumer(group_id)
+        if consumer is not None:
+            cfg = self.config
+            if not (
+                cfg.group_min_session_timeout_ms
+                <= session_timeout_ms
+                <= cfg.group_max_session_timeout_ms
+            ):
+                fx.reply(
+                    ticket, JoinOutcome(ErrorCode.INVALID_SESSION_TIMEOUT, member_id=member_id)
+                )
+                return fx.result(None)
+            if consumer.members:
+                self.mixed.join(
+                    fx,
+                    now,
+                    consumer,
+                    ticket=ticket,
+                    member_id=member_id,
+                    group_instance_id=group_instance_id,
+                    client_id=client_id,
+                    client_host=client_host,
+                    session_timeout_ms=session_timeout_ms,
+                    rebalance_timeout_ms=rebalance_timeout_ms,
+                    protocol_type=protocol_type,
+                    protocols=protocols,
+                    require_known_member_id=require_known_member_id,
+                )
+                return fx.result(None)
+            # An empty consumer group makes way for a classic one, whatever the policy.
+            self.consumers.delete(fx, consumer)
         self.groups.join(
             fx,
             now,
@@ -266,6 +367,20 @@ class GroupCoordinator:
                 error = ErrorCode.REBALANCE_IN_PROGRESS
             fx.reply(ticket, SyncOutcome(error))
             return fx.result(None)
+        consumer = self._consumer(group_id)
+        if consumer is not None:
+            self.mixed.sync(
+                fx,
+                now,
+                consumer,
+                ticket=ticket,
+                generation_id=generation_id,
+                member_id=member_id,
+                group_instance_id=group_instance_id,
+                protocol_type=protocol_type,
+                protocol_name=protocol_name,
+            )
+            return fx.result(None)
         self.groups.sync(
             fx,
             now,
@@ -293,6 +408,9 @@ class GroupCoordinator:
         if error is not None:
             # As Kafka does: while the group is loading, heartbeats are answered blindly.
             return ErrorCode.NONE if error is ErrorCode.COORDINATOR_LOAD_IN_PROGRESS else error
+        group = self.groups.groups.get(group_id)
+        if isinstance(group, ConsumerGroup):
+            return self.mixed.heartbeat(now, group, member_id, generation_id, group_instance_id)
         return self.groups.heartbeat(now, group_id, member_id, generation_id, group_instance_id)
 
     def leave_group(
@@ -302,7 +420,68 @@ class GroupCoordinator:
         error = self.unavailable(group_id)
         if error is not None:
             return fx.result(LeaveOutcome(error))
+        consumer = self._consumer(group_id)
+        if consumer is not None:
+            return fx.result(self.mixed.leave(fx, now, consumer, members))
         return fx.result(self.groups.leave(fx, now, group_id, members))
+
+    # -- the consumer protocol (KIP-848) ----------------------------------------------------
+
+    def consumer_group_heartbeat(
+        self, now: int, req: HeartbeatRequest, version: int, client_id: str, client_host: str
+    ) -> Result[HeartbeatOutcome]:
+        fx = Effects()
+        try:
+            self.consumers.validate(req, version)
+            error = self.unavailable(req.group_id)
+            if error is not None:
+                return fx.result(HeartbeatOutcome(error))
+            gid = req.group_id
+            existing = self.groups.groups.get(gid)
+            if req.member_epoch < 0:
+                if not isinstance(existing, ConsumerGroup):
+                    raise HeartbeatError(
+                        ErrorCode.GROUP_ID_NOT_FOUND,
+                        f"Group {gid} not found." if existing is None else
+                        f"Group {gid} is not a consumer group.",
+                    )  # fmt: skip
+                return fx.result(self.consumers.leave(fx, now, req, existing))
+            converted = None
+            if isinstance(existing, ConsumerGroup):
+                group, created = existing, False
+            elif req.member_epoch != 0:
+                raise HeartbeatError(
+                    ErrorCode.GROUP_ID_NOT_FOUND,
+                    f"Consumer group {gid} not found." if existing is None else
+                    f"Group {gid} is not a consumer group.",
+                )  # fmt: skip
+            elif existing is None:
+                group, created = ConsumerGroup(gid, self.partition_for(gid)), True
+            else:
+                group, created, converted = self.mixed.upgrade(fx, now, existing), True, existing
+            outcome = self.consumers.heartbeat(fx, now, req, client_id, client_host, group, created)
+            if converted is not None:
+                self.mixed.finish_upgrade(fx, now, converted, group)
+            return fx.result(outcome)
+        except HeartbeatError as exc:
+            # Refused before anything changed: none of the effects gathered so far apply.
+            return Effects().result(HeartbeatOutcome(exc.error, exc.message))
+
+    def consumer_group_describe(self, group_ids: list[str]) -> list[ConsumerGroupDescription]:
+        out = []
+        for gid in group_ids:
+            error = self.unavailable(gid)
+            if not gid:
+                out.append(ConsumerGroupDescription(gid, ErrorCode.INVALID_GROUP_ID))
+            elif error is not None:
+                out.append(ConsumerGroupDescription(gid, error))
+            else:
+                out.append(describe_consumer_group(self, gid))
+        return out
+
+    def on_topics_changed(self, names: set[str], created: bool) -> None:
+        """Topics were created, deleted or grew: consumer groups subscribed to them follow."""
+        self.consumers.on_topics_changed(names, created)
 
     # -- offsets --------------------------------------------------------------------------
 
@@ -314,11 +493,18 @@ class GroupCoordinator:
         member_id: str,
         group_instance_id: str | None,
         entries: list[OffsetCommitEntry],
+        version: int = 8,
     ) -> Result[list[ErrorCode]]:
         fx = Effects()
-        error = self.unavailable(group_id) or self._validate_commit(
-            now, group_id, generation_id, member_id, group_instance_id
-        )
+        consumer = self._consumer(group_id)
+        if consumer is not None:
+            error = self.unavailable(group_id) or _validate_consumer_commit(
+                consumer, generation_id, member_id, version
+            )
+        else:
+            error = self.unavailable(group_id) or self._validate_commit(
+                now, group_id, generation_id, member_id, group_instance_id, version
+            )
         if error is not None:
             return fx.result([error] * len(entries))
         partition = self.partition_for(group_id)
@@ -343,13 +529,16 @@ class GroupCoordinator:
         generation_id: int,
         member_id: str,
         group_instance_id: str | None,
+        version: int,
     ) -> ErrorCode | None:
         groups = self.groups
         group = groups.groups.get(group_id)
         if group is None:
             if generation_id >= 0:
-                # A generation of a group this coordinator does not know: a stale member.
-                return ErrorCode.ILLEGAL_GENERATION
+                # A generation (v9+: member epoch) of a group this coordinator does not know.
+                return (
+                    ErrorCode.GROUP_ID_NOT_FOUND if version >= 9 else ErrorCode.ILLEGAL_GENERATION
+                )
             # A consumer that assigns itself partitions and only stores offsets here.
             groups.get_or_create(group_id, now)
             return None
@@ -378,12 +567,31 @@ class GroupCoordinator:
         return None
 
     def fetch_offsets(
-        self, group_id: str, partitions: Iterable[TopicPartition] | None
+        self,
+        group_id: str,
+        partitions: Iterable[TopicPartition] | None,
+        member_id: str | None = None,
+        member_epoch: int = -1,
     ) -> tuple[ErrorCode, list[tuple[TopicPartition, CommittedOffset | None]]]:
-        """Committed offsets of a group: the partitions asked for, or all (None)."""
+        """Committed offsets of a group: the partitions asked for, or all (None).
+
+        A member of a consumer group (OffsetFetch v9+) must name its current epoch.
+        """
         error = self.unavailable(group_id)
         if error is not None:
             return error, []
+        consumer = self._consumer(group_id)
+        if consumer is not None and (member_id is not None or member_epoch >= 0):
+            member = consumer.members.get(member_id or "")
+            if member is None:
+                return ErrorCode.UNKNOWN_MEMBER_ID, []
+            if member_epoch != member.epoch:
+                stale = (
+                    ErrorCode.ILLEGAL_GENERATION
+                    if member.uses_classic
+                    else ErrorCode.STALE_MEMBER_EPOCH
+                )
+                return stale, []
         if partitions is None:
             return ErrorCode.NONE, list(self.offsets.all_for(group_id).items())
         return ErrorCode.NONE, [(tp, self.offsets.get(group_id, tp)) for tp in partitions]
@@ -396,9 +604,20 @@ class GroupCoordinator:
         if error is not None:
             return fx.result((error, []))
         group = self.groups.groups.get(group_id)
+        if isinstance(group, ConsumerGroup):
+            # No state restriction for a consumer group, only its subscriptions.
+            subscribed = group.subscribed_topics()
+            errors = []
+            for tp in partitions:
+                if tp[0] in subscribed:
+                    errors.append(ErrorCode.GROUP_SUBSCRIBED_TO_TOPIC)
+                else:
+                    self.offsets.delete(fx, group.partition, group_id, tp)
+                    errors.append(ErrorCode.NONE)
+            return fx.result((ErrorCode.NONE, errors))
         if group is None or group.state is GroupState.DEAD:
             return fx.result((ErrorCode.GROUP_ID_NOT_FOUND, []))
-        subscribed: set[str] = set()
+        subscribed = set()
         if group.state is not GroupState.EMPTY:
             if group.protocol_type != "consumer":
                 return fx.result((ErrorCode.NON_EMPTY_GROUP, []))
@@ -446,6 +665,9 @@ class GroupCoordinator:
             error = self.unavailable(gid)
             if error is not None:
                 out.append(GroupDescription(gid, error, "", "", ""))
+            elif self._consumer(gid) is not None:
+                # The classic API does not describe consumer groups: Kafka answers "Dead".
+                out.append(GroupDescription(gid, ErrorCode.GROUP_ID_NOT_FOUND, "Dead", "", ""))
             else:
                 out.append(self.groups.describe(gid))
         return out
@@ -455,23 +677,59 @@ class GroupCoordinator:
     ) -> tuple[ErrorCode, list[GroupListing]]:
         if PartitionStatus.LOADING in self.partition_status.values():
             return ErrorCode.COORDINATOR_LOAD_IN_PROGRESS, []
-        listings = self.groups.listings(states)
-        # Every group here speaks the classic protocol (KIP-848 groups are separate work).
-        if types and "classic" not in {t.lower() for t in types}:
-            listings = []
-        return ErrorCode.NONE, [g for g in listings if self.unavailable(g.group_id) is None]
+        wanted_states = {s.strip().lower() for s in states} if states else None
+        wanted_types = {t.strip().lower() for t in types} if types else None
+        listings = []
+        for group in self.groups.groups.values():
+            if isinstance(group, ConsumerGroup):
+                listing = GroupListing(group.group_id, "consumer", group.state.value, "consumer")
+            else:
+                listing = GroupListing(
+                    group.group_id, group.protocol_type or "", group.state.value, "classic"
+                )
+            if wanted_states is not None and listing.state.lower() not in wanted_states:
+                continue
+            if wanted_types is not None and listing.group_type not in wanted_types:
+                continue
+            if self.unavailable(listing.group_id) is None:
+                listings.append(listing)
+        return ErrorCode.NONE, listings
 
     def delete_groups(self, now: int, group_ids: list[str]) -> Result[list[ErrorCode]]:
         fx = Effects()
         errors = []
         for gid in group_ids:
             error = self.unavailable(gid)
-            if error is None:
+            consumer = self._consumer(gid)
+            if error is None and consumer is not None:
+                if consumer.members:
+                    error = ErrorCode.NON_EMPTY_GROUP
+                else:
+                    self.offsets.delete_group(fx, consumer.partition, gid)
+                    self.consumers.delete(fx, consumer)
+                    error = ErrorCode.NONE
+            elif error is None:
                 error = self.groups.delete(fx, now, gid)
                 if error is ErrorCode.NONE:
                     self.offsets.delete_group(fx, self.partition_for(gid), gid)
             errors.append(error)
         return fx.result(errors)
+
+
+def _validate_consumer_commit(
+    group: ConsumerGroup, epoch: int, member_id: str, version: int
+) -> ErrorCode | None:
+    """Kafka's OffsetCommit rules for a consumer group (4.2: the exact member epoch)."""
+    if epoch < 0 and not group.members:
+        return None  # the admin client, or a consumer assigning itself partitions
+    member = group.members.get(member_id)
+    if member is None:
+        return ErrorCode.UNKNOWN_MEMBER_ID
+    if not member.uses_classic and version < 9:
+        return ErrorCode.UNSUPPORTED_VERSION
+    if epoch != member.epoch:
+        return ErrorCode.ILLEGAL_GENERATION if member.uses_classic else ErrorCode.STALE_MEMBER_EPOCH
+    return None
 
 
 def _subscribed_topics(subscriptions: list[bytes]) -> set[str]:

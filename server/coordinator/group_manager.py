@@ -7,7 +7,6 @@ says so. Every entry point takes the effects accumulator of the call and `now` i
 
 from __future__ import annotations
 
-import json
 import logging
 import uuid
 from collections.abc import Callable
@@ -30,12 +29,12 @@ from minicoord.server.coordinator.results import (
     RebalanceEvent,
     SyncOutcome,
     Ticket,
+    announce_rebalance,
 )
 from minicoord.server.coordinator.state import GroupState
 from minicoord.server.coordinator.timers import TimerQueue
 
 log = logging.getLogger("minicoord.coordinator")
-rebalance_log = logging.getLogger("minicoord.rebalance")
 
 Protocols = list[tuple[str, bytes]]
 
@@ -56,6 +55,9 @@ class GroupManager:
         self.timers = timers
         self.partition_of = partition_of
         self.new_member_id = new_member_id
+        # Every group by id, classic or (KIP-848) consumer: the consumer manager shares this
+        # dict, so one id is one group of one type. The classic paths here only ever see
+        # classic groups: the coordinator routes the others.
         self.groups: dict[str, Group] = {}
         # Rebalances completed (a generation handed out), for operators and benchmarks.
         self.rebalances = 0
@@ -69,12 +71,33 @@ class GroupManager:
             self._schedule_session_check(group, member, now + member.session_timeout_ms)
 
     def drop_partition(self, partition: int) -> list[str]:
-        """Forget every group of an offsets partition (it failed to load, or was unloaded)."""
-        gone = [gid for gid, g in self.groups.items() if g.partition == partition]
+        """Forget every classic group of an offsets partition (it failed to load, or was
+        unloaded)."""
+        gone = [
+            gid
+            for gid, g in self.groups.items()
+            if isinstance(g, Group) and g.partition == partition
+        ]
         for gid in gone:
             group = self.groups.pop(gid)
             self._cancel_group_timers(group)
         return gone
+
+    def forget(self, group: Group) -> None:
+        """A classic group that became a consumer group: its timers stop (the conversion wrote
+        its tombstone)."""
+        self._cancel_group_timers(group)
+        if self.groups.get(group.group_id) is group:
+            del self.groups[group.group_id]
+
+    def install(self, fx: Effects, now: int, group: Group, reason: str) -> None:
+        """A consumer group converted back to classic: persisted, its members' sessions run,
+        and it rebalances so that they rejoin as a classic group."""
+        self.groups[group.group_id] = group
+        self._persist_group(fx, now, group)
+        for member in group.members.values():
+            self._schedule_session_check(group, member, now + member.session_timeout_ms)
+        self._prepare_rebalance(fx, now, group, reason)
 
     def expire(self, fx: Effects, now: int, group: Group) -> None:
         """Delete an Empty group that has no offsets left."""
@@ -502,18 +525,7 @@ class GroupManager:
         )
         group.rebalance_started_at = None
         group.rebalance_reason = ""
-        # The one line per rebalance an operator greps for: key=value, reason quoted.
-        rebalance_log.info(
-            "rebalance group=%s generation=%d state=%s members=%d duration_ms=%d reason=%s",
-            event.group_id,
-            event.generation,
-            event.state,
-            event.members,
-            event.duration_ms,
-            json.dumps(event.reason),
-        )
-        for listener in self.rebalance_listeners:
-            listener(event)
+        announce_rebalance(event, self.rebalance_listeners)
 
     # -- SyncGroup ------------------------------------------------------------------------
 

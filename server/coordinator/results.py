@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import json
+import logging
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar
 
@@ -9,6 +12,7 @@ from minicoord.protocol.errors import ErrorCode
 from minicoord.protocol.records import Record
 
 T = TypeVar("T")
+rebalance_log = logging.getLogger("minicoord.rebalance")
 
 # A ticket is the shell's handle for a parked reply; the coordinator stores it and hands it
 # back with the outcome, never looking inside.
@@ -111,11 +115,13 @@ class GroupListing:
     group_id: str
     protocol_type: str
     state: str
+    group_type: str = "classic"
 
 
 @dataclass(slots=True, frozen=True)
 class RebalanceEvent:
-    """A finished rebalance: the group reached Stable (or Empty) at a new generation."""
+    """A finished rebalance: the group reached Stable (or Empty) at a new generation (classic)
+    or with every member reconciled to a new epoch (consumer)."""
 
     group_id: str
     generation: int
@@ -123,3 +129,23 @@ class RebalanceEvent:
     reason: str
     members: int
     duration_ms: int
+    protocol: str = "classic"
+
+
+def announce_rebalance(
+    event: RebalanceEvent, listeners: list[Callable[[RebalanceEvent], None]]
+) -> None:
+    """The one line per rebalance an operator greps for (key=value, reason quoted), and the
+    listeners (metrics)."""
+    rebalance_log.info(
+        "rebalance group=%s generation=%d state=%s members=%d duration_ms=%d reason=%s protocol=%s",
+        event.group_id,
+        event.generation,
+        event.state,
+        event.members,
+        event.duration_ms,
+        json.dumps(event.reason),
+        event.protocol,
+    )
+    for listener in listeners:
+        listener(event)

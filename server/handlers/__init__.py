@@ -11,6 +11,8 @@ from typing import Any
 from kafka.protocol.metadata import ApiVersionsResponse
 from minicoord.server.handlers import (
     api_versions,
+    consumer_group_describe,
+    consumer_group_heartbeat,
     create_partitions,
     create_topics,
     delete_groups,
@@ -62,6 +64,8 @@ MODULES = (
     delete_records,
     describe_configs,
     incremental_alter_configs,
+    consumer_group_heartbeat,
+    consumer_group_describe,
 )
 
 

@@ -1,7 +1,8 @@
 """ListGroups (key 16), versions 0-5.
 
 v1 adds throttle time; v3 is flexible; v4 filters by state and reports each group's state
-(KIP-518); v5 filters by type and reports it (every group here is "classic").
+(KIP-518); v5 filters by type and reports it ("classic", or "consumer" for KIP-848 groups).
+Every version lists groups of both types, as Kafka does.
 """
 
 from __future__ import annotations
@@ -29,7 +30,7 @@ def handle(ctx: RequestContext, request: Any) -> Any:
                 group_id=g.group_id,
                 protocol_type=g.protocol_type,
                 group_state=g.state,
-                group_type="classic",
+                group_type=g.group_type,
             )
             for g in listings
         ],

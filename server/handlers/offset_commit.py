@@ -76,6 +76,7 @@ def handle(ctx: RequestContext, request: Any) -> Any:
         request.member_id,
         request.group_instance_id if version >= 7 else None,
         entries,
+        version,
     )
     broker.apply(result, parked)
     return parked

@@ -2,8 +2,9 @@
 
 v2 fetches all of a group's offsets with null topics and adds a top-level error; v5 leader
 epochs; v6 is flexible; v7 require_stable (no transactions here, so nothing is ever
-unstable); v8 batches groups (KIP-709); v9 member id and epoch for KIP-848 groups (classic
-groups ignore them); v10 names topics by id. A partition with no commit is offset -1.
+unstable); v8 batches groups (KIP-709); v9 member id and epoch: a member of a KIP-848 group
+must name its current epoch (UNKNOWN_MEMBER_ID / STALE_MEMBER_EPOCH; classic groups ignore
+them); v10 names topics by id. A partition with no commit is offset -1.
 """
 
 from __future__ import annotations
@@ -28,7 +29,12 @@ V8Partition = V8Topic.OffsetFetchResponsePartitions
 
 
 def _fetch(
-    ctx: RequestContext, group_id: str, topics: Iterable[Any] | None, by_id: bool
+    ctx: RequestContext,
+    group_id: str,
+    topics: Iterable[Any] | None,
+    by_id: bool,
+    member_id: str | None = None,
+    member_epoch: int = -1,
 ) -> tuple[ErrorCode, dict[str, list[tuple[int, CommittedOffset | None, ErrorCode]]]]:
     """Offsets grouped by topic name; unknown topic ids are reported per partition."""
     registry = ctx.broker.topics
@@ -48,7 +54,7 @@ def _fetch(
             else:
                 name = t.name
             wanted.extend((name, i) for i in t.partition_indexes)
-    error, found = ctx.broker.coordinator.fetch_offsets(group_id, wanted)
+    error, found = ctx.broker.coordinator.fetch_offsets(group_id, wanted, member_id, member_epoch)
     by_topic: dict[str, list[tuple[int, CommittedOffset | None, ErrorCode]]] = {}
     if wanted is not None and error is not ErrorCode.NONE:
         # Versions without a group-level error field still need to see it per partition.
@@ -93,7 +99,8 @@ def handle(ctx: RequestContext, request: Any) -> Any:
     by_id = version >= 10
     groups = []
     for g in request.groups:
-        error, by_topic = _fetch(ctx, g.group_id, g.topics, by_id=by_id)
+        member_id, epoch = (g.member_id, g.member_epoch) if version >= 9 else (None, -1)
+        error, by_topic = _fetch(ctx, g.group_id, g.topics, by_id, member_id, epoch)
         topics = [
             V8Topic(
                 name=name,

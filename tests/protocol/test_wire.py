@@ -41,6 +41,10 @@ from kafka.protocol.metadata import ApiVersionsRequest, FindCoordinatorRequest, 
 from kafka.protocol.producer import InitProducerIdRequest, ProduceRequest
 from kafka.record.default_records import DefaultRecordBatchBuilder
 from minicoord.clients.connection import ConnectionClosed, ProtocolClient
+from minicoord.protocol.consumer_group_apis import (
+    ConsumerGroupDescribeRequest,
+    ConsumerGroupHeartbeatRequest,
+)
 from minicoord.protocol.apis import SPECS
 from minicoord.protocol.errors import ErrorCode
 from minicoord.server.app import Server
@@ -343,6 +347,31 @@ def _sample(key: int, version: int, topic_id: uuid.UUID) -> tuple[Any, Any]:
         )
         req = ireq(version=version, resources=[res], validate_only=True)
         return req, lambda r: [x.error_code for x in r.responses] == [0]
+    if key == 68:
+        req = ConsumerGroupHeartbeatRequest(
+            version=version,
+            group_id=group,
+            member_id=f"member-{version}",
+            member_epoch=0,
+            instance_id=None,
+            rack_id=None,
+            rebalance_timeout_ms=30000,
+            subscribed_topic_names=[TOPIC],
+            subscribed_topic_regex=None,
+            server_assignor=None,
+            topic_partitions=[],
+        )
+
+        def joined(r: Any) -> bool:
+            owned = sorted(p for t in r.assignment.topic_partitions for p in t.partitions)
+            return r.error_code == 0 and r.member_epoch == 1 and owned == list(range(6))
+
+        return req, joined
+    if key == 69:
+        req = ConsumerGroupDescribeRequest(
+            version=version, group_ids=[group], include_authorized_operations=False
+        )
+        return req, lambda r: [g.error_code for g in r.groups] == [ErrorCode.GROUP_ID_NOT_FOUND]
     raise AssertionError(f"no sample for API {key}")
 
 

@@ -70,7 +70,7 @@ def test_rebalance_event_and_log_line(caplog: pytest.LogCaptureFixture) -> None:
     lines = [r.getMessage() for r in caplog.records if r.name == "minicoord.rebalance"]
     assert lines == [
         "rebalance group=g generation=1 state=Stable members=1 duration_ms=40 "
-        'reason="new member m1 joined"',
+        'reason="new member m1 joined" protocol=classic',
         "rebalance group=g generation=2 state=Stable members=2 duration_ms=350 "
-        'reason="new member m2 joined"',
+        'reason="new member m2 joined" protocol=classic',
     ]

@@ -1,0 +1,25 @@
+"""ConsumerGroupHeartbeat (key 68) and ConsumerGroupDescribe (key 69): the KIP-848 messages
+kafka-python 3.x does not ship, generated from our schemas (protocol/schemas/) the same way it
+generates its own. tests/protocol/test_consumer_group_apis.py checks them against traffic
+captured from librdkafka."""
+
+from __future__ import annotations
+
+from kafka.protocol.api_message import ApiMessage
+from minicoord.protocol import schemas
+
+
+class ConsumerGroupHeartbeatRequest(ApiMessage, load_json=schemas):
+    pass
+
+
+class ConsumerGroupHeartbeatResponse(ApiMessage, load_json=schemas):
+    pass
+
+
+class ConsumerGroupDescribeRequest(ApiMessage, load_json=schemas):
+    pass
+
+
+class ConsumerGroupDescribeResponse(ApiMessage, load_json=schemas):
+    pass

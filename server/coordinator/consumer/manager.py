@@ -1,0 +1,719 @@
+"""KIP-848 consumer groups: ConsumerGroupHeartbeat, leaving, fencing and their timers.
+
+The rules are those of Kafka's GroupMetadataManager for consumer groups (4.2 behaviour:
+the target assignment is computed in the heartbeat that bumps the epoch, epochs start at 0).
+Every failing check runs before anything changes, so a refused heartbeat writes nothing. Each
+call takes the effects accumulator of the call and `now` in ms; state changes and the records
+describing them are made together, and the records reach the log before the reply.
+
+The epoch bumps on a change of membership, of a member's subscribed topic names (or a
+resolved regex), of the preferred server assignor, or of the subscribed topics' metadata;
+the target assignment is then recomputed for every member, and each member reconciles toward
+it on its own heartbeats (reconcile.py). Regular expressions are resolved when a member
+introduces them and again after topics are created, against the topics of this node.
+"""
+
+from __future__ import annotations
+
+import base64
+import logging
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from minicoord.protocol import consumer_records as cr
+from minicoord.protocol.errors import ErrorCode
+from minicoord.protocol.records import Record
+from minicoord.server.config import Config
+from minicoord.server.coordinator.consumer import targets
+from minicoord.server.coordinator.consumer.group import (
+    LEAVE_EPOCH,
+    STATIC_LEAVE_EPOCH,
+    Assignment,
+    ConsumerGroup,
+    ConsumerGroupState,
+    ConsumerMember,
+    MemberState,
+)
+from minicoord.server.coordinator.consumer.reconcile import (
+    Reconciled,
+    UnknownMemberState,
+    reconcile,
+)
+from minicoord.server.coordinator.consumer.targets import InvalidRegex, TopicsView
+from minicoord.server.coordinator.results import (
+    Effects,
+    JoinOutcome,
+    RebalanceEvent,
+    SyncOutcome,
+    announce_rebalance,
+)
+from minicoord.server.coordinator.timers import TimerQueue
+
+log = logging.getLogger("minicoord.coordinator")
+
+
+class HeartbeatError(Exception):
+    def __init__(self, error: ErrorCode, message: str) -> None:
+        super().__init__(message)
+        self.error = error
+        self.message = message
+
+
+@dataclass(frozen=True, slots=True)
+class HeartbeatRequest:
+    group_id: str
+    member_id: str
+    member_epoch: int
+    instance_id: str | None = None
+    rack_id: str | None = None
+    rebalance_timeout_ms: int = -1
+    topics: tuple[str, ...] | None = None
+    regex: str | None = None
+    server_assignor: str | None = None
+    owned: Assignment | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class HeartbeatOutcome:
+    error: ErrorCode
+    message: str | None = None
+    member_id: str | None = None
+    member_epoch: int = 0
+    heartbeat_interval_ms: int = 0
+    assignment: Assignment | None = None
+
+
+def new_member_id() -> str:
+    """Kafka's Uuid text form: URL-safe base64 of 16 random bytes, no padding, no '-'."""
+    while True:
+        text = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+        if not text.startswith("-"):
+            return text
+
+
+class ConsumerGroupManager:
+    def __init__(
+        self,
+        config: Config,
+        timers: TimerQueue,
+        groups: dict[str, Any],
+        partition_of: Callable[[str], int],
+        topics: TopicsView,
+    ) -> None:
+        self.config = config
+        self.timers = timers
+        # Shared with the classic manager: one group id is one group, of either type.
+        self.groups = groups
+        self.partition_of = partition_of
+        self.topics = topics
+        self.rebalance_listeners: list[Callable[[RebalanceEvent], None]] = []
+        # Turns a group whose remaining members all speak the classic protocol back into a
+        # classic group when members leave (mixed groups); set by the coordinator.
+        self.downgrade: Callable[[Effects, int, ConsumerGroup, list[str]], bool] | None = None
+
+    def group(self, group_id: str) -> ConsumerGroup | None:
+        group = self.groups.get(group_id)
+        return group if isinstance(group, ConsumerGroup) else None
+
+    @property
+    def heartbeat_interval_ms(self) -> int:
+        return self.config.group_consumer_heartbeat_interval_ms
+
+    @property
+    def default_assignor(self) -> str:
+        return self.config.consumer_assignors[0]
+
+    # -- ConsumerGroupHeartbeat -----------------------------------------------------------
+
+    def validate(self, req: HeartbeatRequest, version: int) -> None:
+        """Kafka's static checks of a heartbeat, in its order; HeartbeatError on the first."""
+        epoch = req.member_epoch
+        if not req.member_id.strip() and (version >= 1 or epoch > 0 or epoch == LEAVE_EPOCH):
+            raise HeartbeatError(ErrorCode.INVALID_REQUEST, "MemberId can't be empty.")
+        if not req.group_id.strip():
+            raise HeartbeatError(ErrorCode.INVALID_REQUEST, "GroupId can't be empty.")
+        if req.instance_id is not None and not req.instance_id.strip():
+            raise HeartbeatError(ErrorCode.INVALID_REQUEST, "InstanceId can't be empty.")
+        if req.rack_id is not None and not req.rack_id.strip():
+            raise HeartbeatError(ErrorCode.INVALID_REQUEST, "RackId can't be empty.")
+        if epoch == 0:
+            if req.rebalance_timeout_ms == -1:
+                raise HeartbeatError(
+                    ErrorCode.INVALID_REQUEST,
+                    "RebalanceTimeoutMs must be provided in first request.",
+                )
+            if req.owned is None or any(req.owned.values()):
+                raise HeartbeatError(
+                    ErrorCode.INVALID_REQUEST, "TopicPartitions must be empty when (re-)joining."
+                )
+            if req.topics is None and req.regex is None:
+                raise HeartbeatError(
+                    ErrorCode.INVALID_REQUEST,
+                    "Either SubscribedTopicNames or SubscribedTopicRegex must be non-null when "
+                    "(re-)joining.",
+                )
+        elif epoch == STATIC_LEAVE_EPOCH:
+            if req.instance_id is None:
+                raise HeartbeatError(ErrorCode.INVALID_REQUEST, "InstanceId can't be null.")
+        elif epoch < STATIC_LEAVE_EPOCH:
+            raise HeartbeatError(ErrorCode.INVALID_REQUEST, "MemberEpoch is invalid.")
+        assignors = self.config.consumer_assignors
+        if req.server_assignor is not None and req.server_assignor not in assignors:
+            raise HeartbeatError(
+                ErrorCode.UNSUPPORTED_ASSIGNOR,
+                f"ServerAssignor {req.server_assignor} is not supported. Supported assignors: "
+                f"{', '.join(assignors)}.",
+            )
+
+    def heartbeat(
+        self,
+        fx: Effects,
+        now: int,
+        req: HeartbeatRequest,
+        client_id: str,
+        client_host: str,
+        group: ConsumerGroup,
+        created: bool,
+    ) -> HeartbeatOutcome:
+        """A heartbeat (epoch >= 0) to `group`, existing or new (`created`, not yet listed).
+
+        The caller has validated the request and found or made the group; HeartbeatError
+        means nothing changed.
+        """
+        joining = req.member_epoch == 0
+        member_id = req.member_id or new_member_id()
+        self.check_size(group, req.instance_id, member_id)
+        old, replaced = self._member(group, req, member_id, joining)
+        prior = old if old is not None else replaced
+        if prior is None:
+            updated = ConsumerMember(member_id)
+        else:
+            # A static member back under a new id takes over everything of the old one.
+            updated = prior.copy()
+            updated.join_ticket = updated.sync_ticket = None
+            if replaced is not None:
+                updated.member_id, updated.epoch, updated.previous_epoch = member_id, 0, 0
+        if req.instance_id is not None:
+            updated.instance_id = req.instance_id
+        if req.rack_id is not None:
+            updated.rack_id = req.rack_id
+        if req.rebalance_timeout_ms != -1:
+            updated.rebalance_timeout_ms = req.rebalance_timeout_ms
+        if req.server_assignor is not None:
+            updated.server_assignor = req.server_assignor
+        if req.topics is not None:
+            updated.topics = frozenset(req.topics)
+        if req.regex is not None:
+            updated.regex = req.regex
+        updated.client_id, updated.client_host = client_id, client_host
+        updated.classic = None
+        new_regex = updated.regex and updated.regex != (prior.regex if prior else "")
+        if new_regex and updated.regex not in group.regexes:
+            try:
+                targets.compile_regex(updated.regex)
+            except InvalidRegex as exc:
+                raise HeartbeatError(
+                    ErrorCode.INVALID_REGULAR_EXPRESSION,
+                    f"SubscribedTopicRegex `{updated.regex}` is not a valid regular expression:"
+                    f" {exc}.",
+                ) from None
+        # Nothing fails from here on: changes and records are made together.
+        previous_assigned = dict(updated.assigned)
+        member = self.admit(fx, now, group, created, old, replaced, updated, req.owned)
+        full = (
+            req.rebalance_timeout_ms != -1
+            and (req.topics is not None or req.regex is not None)
+            and req.owned is not None
+        )
+        send_assignment = joining or full or member.assigned != previous_assigned
+        return HeartbeatOutcome(
+            ErrorCode.NONE,
+            member_id=member.member_id,
+            member_epoch=member.epoch,
+            heartbeat_interval_ms=self.heartbeat_interval_ms,
+            assignment=dict(member.assigned) if send_assignment else None,
+        )
+
+    def admit(
+        self,
+        fx: Effects,
+        now: int,
+        group: ConsumerGroup,
+        created: bool,
+        old: ConsumerMember | None,
+        replaced: ConsumerMember | None,
+        updated: ConsumerMember,
+        owned: Assignment | None,
+    ) -> ConsumerMember:
+        """Take a member's new version into the group (either protocol): its records, an epoch
+        bump and a new target when the subscription changed, then one reconciliation step."""
+        member_id = updated.member_id
+        prior = old if old is not None else replaced
+        if created:
+            self.groups[group.group_id] = group
+            log.info("group %s: created (consumer protocol)", group.group_id)
+        before = targets.preferred_assignor(group, self.default_assignor)
+        if replaced is not None:
+            self._replace_static(fx, group, replaced, member_id)
+        names_changed = updated.topics != (prior.topics if prior else frozenset())
+        regex_changed = updated.regex != (prior.regex if prior else "")
+        bump = names_changed
+        reason = ""
+        if names_changed:
+            reason = (
+                f"member {member_id} joined"
+                if prior is None
+                else f"member {member_id} changed its subscription"
+            )
+        if old is None or updated.subscription() != old.subscription():
+            targets.write_member(fx, group, updated)
+        if regex_changed and self._update_regexes(fx, now, group, prior, updated):
+            bump = True
+            reason = reason or f"member {member_id} changed its subscription pattern"
+        if group.refresh and group.regexes and self.refresh_regexes(fx, now, group):
+            bump = True
+            reason = reason or "topics matching a subscription pattern appeared"
+        group.put(updated)
+        if targets.preferred_assignor(group, self.default_assignor) != before:
+            bump = True
+            reason = reason or "the preferred server assignor changed"
+        self._maybe_bump(fx, now, group, bump, reason)
+        self._maybe_assign(fx, now, group)
+        self._reconcile(
+            fx, now, group, updated, owned, subscription_changed=names_changed or regex_changed
+        )
+        member = group.members[member_id]
+        self._schedule_session(group, member, now)
+        self._maybe_stable(group, now)
+        return member
+
+    def check_size(self, group: ConsumerGroup, instance_id: str | None, member_id: str) -> None:
+        if instance_id is not None and group.static_member(instance_id) is not None:
+            return  # a returning static member is not a new one
+        limit = self.config.group_consumer_max_size
+        if group.size >= limit and member_id not in group.members:
+            raise HeartbeatError(
+                ErrorCode.GROUP_MAX_SIZE_REACHED,
+                f"The consumer group has reached its maximum capacity of {limit} members.",
+            )
+
+    def _member(
+        self, group: ConsumerGroup, req: HeartbeatRequest, member_id: str, joining: bool
+    ) -> tuple[ConsumerMember | None, ConsumerMember | None]:
+        """(the member as it was, or None for a new one; a static member it replaces)."""
+        if req.instance_id is None:
+            member = group.members.get(member_id)
+            if member is None:
+                if not joining:
+                    raise HeartbeatError(
+                        ErrorCode.UNKNOWN_MEMBER_ID,
+                        f"Member {member_id} is not a member of group {group.group_id}.",
+                    )
+                return None, None
+            self._check_epoch(member, req)
+            return member, None
+        holder = group.static_member(req.instance_id)
+        if joining:
+            if holder is None:
+                member = group.members.get(member_id)
+                if member is not None:
+                    self._check_epoch(member, req)
+                return member, None
+            if not holder.uses_classic and holder.epoch != STATIC_LEAVE_EPOCH:
+                raise HeartbeatError(
+                    ErrorCode.UNRELEASED_INSTANCE_ID,
+                    f"Static member {member_id} with instance id {req.instance_id} cannot join "
+                    f"the group because the instance id is owned by {holder.member_id} member.",
+                )
+            if holder.member_id == member_id:
+                return holder, None
+            return None, holder
+        if holder is None:
+            raise HeartbeatError(
+                ErrorCode.UNKNOWN_MEMBER_ID, f"Instance id {req.instance_id} is unknown."
+            )
+        if holder.member_id != member_id:
+            raise HeartbeatError(
+                ErrorCode.FENCED_INSTANCE_ID,
+                f"Static member {member_id} with instance id {req.instance_id} was fenced by "
+                f"member {holder.member_id}.",
+            )
+        self._check_epoch(holder, req)
+        return holder, None
+
+    def _check_epoch(self, member: ConsumerMember, req: HeartbeatRequest) -> None:
+        received = req.member_epoch
+        if received == 0 or received == member.epoch:
+            return
+        # The answer that moved the member on was lost: a retry at the previous epoch whose
+        # owned partitions are a subset of what it was given is not a zombie.
+        if (
+            received < member.epoch
+            and received == member.previous_epoch
+            and req.owned is not None
+            and all(ps <= member.assigned.get(t, frozenset()) for t, ps in req.owned.items())
+        ):
+            return
+        raise HeartbeatError(
+            ErrorCode.FENCED_MEMBER_EPOCH,
+            f"The consumer group member has a {'greater' if received > member.epoch else 'smaller'}"
+            f" member epoch ({received}) than the one known by the group coordinator "
+            f"({member.epoch}). The member must abandon all its partitions and rejoin.",
+        )
+
+    def _replace_static(
+        self, fx: Effects, group: ConsumerGroup, old: ConsumerMember, member_id: str
+    ) -> None:
+        """The old incarnation of a static member goes; its target passes to the new id."""
+        log.info(
+            "group %s: static member %s replaced %s as %s",
+            group.group_id,
+            member_id,
+            old.member_id,
+            old.instance_id,
+        )
+        target = group.target.get(old.member_id, {})
+        self.cancel_member_timers(group, old.member_id)
+        targets.write_member_tombstones(fx, group, old.member_id)
+        group.remove(old.member_id)
+        group.target[member_id] = target
+        targets.write_target(fx, group, member_id)
+
+    def _update_regexes(
+        self, fx: Effects, now: int, group: ConsumerGroup, old: ConsumerMember | None,
+        new: ConsumerMember,
+    ) -> bool:  # fmt: skip
+        """Resolve a regex new to the group, drop one no member uses any more; whether the
+        subscribed topics changed (an epoch bump)."""
+        changed = False
+        if (
+            old is not None
+            and old.regex
+            and old.regex != new.regex
+            and group.regex_users(old.regex) <= 1
+        ):
+            group.regexes.pop(old.regex, None)
+            targets.write_regex(fx, group, old.regex)
+            changed = True
+        if new.regex and new.regex not in group.regexes:
+            group.regexes[new.regex] = targets.resolve_regex(new.regex, self.topics, now)
+            targets.write_regex(fx, group, new.regex)
+            changed = True
+        elif new.regex:
+            changed = True
+        return changed
+
+    # -- epochs, targets, reconciliation ---------------------------------------------------
+
+    def _maybe_bump(
+        self, fx: Effects, now: int, group: ConsumerGroup, bump: bool, reason: str
+    ) -> bool:
+        if bump or group.refresh:
+            group.refresh = False
+            new_hash = targets.metadata_hash(group.subscribed_topics(), self.topics)
+            if new_hash != group.metadata_hash:
+                bump = True
+                reason = reason or "the subscribed topics' metadata changed"
+            group.metadata_hash = new_hash
+            if group.legacy_partition_metadata:
+                # Kafka 4.0's subscription metadata record: replaced by the hash, so it goes.
+                fx.persist(group.partition, Record(cr.partition_metadata_key(group.group_id), None))
+                group.legacy_partition_metadata = False
+        if not bump:
+            return False
+        self.bump(fx, now, group, reason)
+        return True
+
+    def bump(self, fx: Effects, now: int, group: ConsumerGroup, reason: str) -> None:
+        group.epoch += 1
+        targets.write_epoch(fx, group)
+        if group.rebalance_started_at is None:
+            group.rebalance_started_at = now
+            group.rebalance_reason = reason
+        log.info("group %s: epoch %d: %s", group.group_id, group.epoch, reason)
+
+    def _maybe_assign(self, fx: Effects, now: int, group: ConsumerGroup) -> None:
+        if group.assignment_epoch >= group.epoch:
+            return
+        assignor = targets.preferred_assignor(group, self.default_assignor)
+        new = targets.compute_targets(group, self.topics, assignor)
+        for member_id, assignment in new.items():
+            if group.target.get(member_id, {}) != assignment:
+                group.target[member_id] = assignment
+                targets.write_target(fx, group, member_id)
+        group.assignment_epoch = group.epoch
+        targets.write_target_epoch(fx, group, now)
+
+    def _reconcile(
+        self,
+        fx: Effects,
+        now: int,
+        group: ConsumerGroup,
+        member: ConsumerMember,
+        owned: Assignment | None,
+        subscription_changed: bool,
+    ) -> None:
+        if member.epoch == STATIC_LEAVE_EPOCH:
+            return
+        if not subscription_changed and member.reconciled_to(group.assignment_epoch):
+            return
+        current = Reconciled(
+            member.epoch, member.previous_epoch, member.state, member.assigned, member.pending
+        )
+        subscribed = targets.topic_ids(group.member_topics(member), self.topics)
+        try:
+            new = reconcile(
+                current,
+                group.assignment_epoch,
+                group.target.get(member.member_id, {}),
+                subscribed,
+                owned,
+                lambda t, p: group.taken_by_other(member.member_id, t, p),
+                subscription_changed,
+            )
+        except UnknownMemberState:
+            raise HeartbeatError(
+                ErrorCode.FENCED_MEMBER_EPOCH, "The member is in an unknown state."
+            ) from None
+        if new == current:
+            return
+        updated = member.copy()
+        updated.epoch, updated.previous_epoch, updated.state = (
+            new.epoch,
+            new.previous_epoch,
+            new.state,
+        )
+        updated.assigned, updated.pending = dict(new.assigned), dict(new.pending)
+        group.put(updated)
+        targets.write_current(fx, group, updated)
+        if updated.uses_classic:
+            return
+        key = ("cg-rebalance", group.group_id, updated.member_id)
+        if updated.state is MemberState.UNREVOKED_PARTITIONS:
+            self.timers.schedule(
+                key,
+                now + max(updated.rebalance_timeout_ms, 0),
+                self._on_rebalance_timeout,
+                (group, updated.member_id, updated.epoch),
+            )
+        else:
+            self.timers.cancel(key)
+
+    def _maybe_stable(self, group: ConsumerGroup, now: int) -> None:
+        """One log line and event when every member has reconciled to a new epoch."""
+        if group.rebalance_started_at is None:
+            return
+        state = group.state
+        if state not in (ConsumerGroupState.STABLE, ConsumerGroupState.EMPTY):
+            return
+        event = RebalanceEvent(
+            group.group_id,
+            group.epoch,
+            state.value,
+            group.rebalance_reason,
+            len(group.members),
+            now - group.rebalance_started_at,
+            "consumer",
+        )
+        group.rebalance_started_at = None
+        group.rebalance_reason = ""
+        announce_rebalance(event, self.rebalance_listeners)
+
+    # -- leaving and fencing ----------------------------------------------------------------
+
+    def leave(
+        self, fx: Effects, now: int, req: HeartbeatRequest, group: ConsumerGroup
+    ) -> HeartbeatOutcome:
+        """Epoch -1 (leave) or -2 (a static member that will come back)."""
+        if req.instance_id is None:
+            member = group.members.get(req.member_id)
+            if member is None:
+                raise HeartbeatError(
+                    ErrorCode.UNKNOWN_MEMBER_ID,
+                    f"Member {req.member_id} is not a member of group {group.group_id}.",
+                )
+        else:
+            member = group.static_member(req.instance_id)
+            if member is None:
+                raise HeartbeatError(
+                    ErrorCode.UNKNOWN_MEMBER_ID, f"Instance id {req.instance_id} is unknown."
+                )
+            if member.member_id != req.member_id:
+                raise HeartbeatError(
+                    ErrorCode.FENCED_INSTANCE_ID,
+                    f"Static member {req.member_id} with instance id {req.instance_id} was "
+                    f"fenced by member {member.member_id}.",
+                )
+        if req.member_epoch == STATIC_LEAVE_EPOCH:
+            updated = member.copy()
+            updated.epoch = STATIC_LEAVE_EPOCH
+            updated.pending = {}
+            group.put(updated)
+            targets.write_current(fx, group, updated)
+            self.timers.cancel(("cg-rebalance", group.group_id, member.member_id))
+            log.info(
+                "group %s: static member %s (%s) left for now; its partitions wait for it",
+                group.group_id,
+                member.member_id,
+                member.instance_id,
+            )
+            return HeartbeatOutcome(
+                ErrorCode.NONE, member_id=member.member_id, member_epoch=STATIC_LEAVE_EPOCH
+            )
+        log.info("group %s: member %s left", group.group_id, member.member_id)
+        self.fence(fx, now, group, [member.member_id], f"member {member.member_id} left")
+        return HeartbeatOutcome(
+            ErrorCode.NONE, member_id=member.member_id, member_epoch=LEAVE_EPOCH
+        )
+
+    def fence(
+        self, fx: Effects, now: int, group: ConsumerGroup, member_ids: list[str], reason: str
+    ) -> None:
+        """Remove members (leave, timeouts, an operator): their partitions are free, the
+        epoch bumps, the rest follow a new target. The group may turn classic again."""
+        gone = [group.members[m] for m in member_ids if m in group.members]
+        if not gone:
+            return
+        if self.downgrade is not None and self.downgrade(
+            fx, now, group, [m.member_id for m in gone]
+        ):
+            for member in gone:
+                self.cancel_member_timers(group, member.member_id)
+                self._release_classic_replies(fx, member)
+            return
+        regexes_before = {m.regex for m in group.members.values() if m.regex}
+        for member in gone:
+            targets.write_member_tombstones(fx, group, member.member_id)
+            group.remove(member.member_id)
+            self.cancel_member_timers(group, member.member_id)
+            self._release_classic_replies(fx, member)
+        for regex in regexes_before - {m.regex for m in group.members.values() if m.regex}:
+            group.regexes.pop(regex, None)
+            targets.write_regex(fx, group, regex)
+        group.metadata_hash = targets.metadata_hash(group.subscribed_topics(), self.topics)
+        self.bump(fx, now, group, reason)
+        if not group.members:
+            group.assignment_epoch = group.epoch
+            targets.write_target_epoch(fx, group, 0)
+        self._maybe_stable(group, now)
+
+    def _release_classic_replies(self, fx: Effects, member: ConsumerMember) -> None:
+        if member.join_ticket is not None:
+            fx.reply(
+                member.join_ticket,
+                JoinOutcome(ErrorCode.UNKNOWN_MEMBER_ID, member_id=member.member_id),
+            )
+            member.join_ticket = None
+        if member.sync_ticket is not None:
+            fx.reply(member.sync_ticket, SyncOutcome(ErrorCode.UNKNOWN_MEMBER_ID))
+            member.sync_ticket = None
+
+    # -- timers ---------------------------------------------------------------------------
+
+    def session_timeout_ms(self, member: ConsumerMember) -> int:
+        if member.classic is not None:
+            return member.classic.session_timeout_ms
+        return self.config.group_consumer_session_timeout_ms
+
+    def _schedule_session(self, group: ConsumerGroup, member: ConsumerMember, now: int) -> None:
+        self.timers.schedule(
+            ("cg-session", group.group_id, member.member_id),
+            now + self.session_timeout_ms(member),
+            self._on_session_timeout,
+            (group, member.member_id),
+        )
+
+    def schedule_session(self, group: ConsumerGroup, member: ConsumerMember, now: int) -> None:
+        self._schedule_session(group, member, now)
+
+    def cancel_member_timers(self, group: ConsumerGroup, member_id: str) -> None:
+        for kind in ("cg-session", "cg-rebalance", "cg-join", "cg-sync"):
+            self.timers.cancel((kind, group.group_id, member_id))
+
+    def _live(self, group: ConsumerGroup, member_id: str) -> ConsumerMember | None:
+        if self.groups.get(group.group_id) is not group:
+            return None
+        return group.members.get(member_id)
+
+    def _on_session_timeout(self, now: int, group: ConsumerGroup, member_id: str) -> Effects:
+        fx = Effects()
+        member = self._live(group, member_id)
+        if member is not None:
+            log.info(
+                "group %s: member %s session timed out after %d ms; fencing it",
+                group.group_id,
+                member_id,
+                self.session_timeout_ms(member),
+            )
+            self.fence(fx, now, group, [member_id], f"member {member_id} session timed out")
+        return fx
+
+    def _on_rebalance_timeout(
+        self, now: int, group: ConsumerGroup, member_id: str, epoch: int
+    ) -> Effects:
+        fx = Effects()
+        member = self._live(group, member_id)
+        if member is not None and member.epoch == epoch:
+            log.info(
+                "group %s: member %s failed to revoke its partitions within %d ms; fencing it",
+                group.group_id,
+                member_id,
+                member.rebalance_timeout_ms,
+            )
+            self.fence(fx, now, group, [member_id], f"member {member_id} did not revoke in time")
+        return fx
+
+    # -- topics and operators ---------------------------------------------------------------
+
+    def on_topics_changed(self, names: set[str], created: bool) -> None:
+        """Topics were created, deleted or grew: their subscribers' next heartbeat recomputes
+        the metadata hash (an epoch bump, a new target). Creations also re-resolve regexes."""
+        for group in list(self.groups.values()):
+            if not isinstance(group, ConsumerGroup):
+                continue
+            if (created and group.regexes) or names & group.subscribed_topics():
+                group.refresh = True
+
+    def refresh_regexes(self, fx: Effects, now: int, group: ConsumerGroup) -> bool:
+        """Re-resolve every regex after topics were created; whether any matched differently."""
+        changed = False
+        for regex in list(group.regexes):
+            resolved = targets.resolve_regex(regex, self.topics, now)
+            if resolved.topics != group.regexes[regex].topics:
+                group.regexes[regex] = resolved
+                targets.write_regex(fx, group, regex)
+                changed = True
+        return changed
+
+    def force_new_target(self, fx: Effects, now: int, group: ConsumerGroup) -> None:
+        """An operator's request: a new epoch and target now; members follow on their
+        heartbeats."""
+        self.bump(fx, now, group, "new target assignment forced by an operator")
+        self._maybe_assign(fx, now, group)
+
+    def adopt(self, group: ConsumerGroup, now: int) -> None:
+        """A group rebuilt from records: its members' sessions (and revocation deadlines)
+        start now."""
+        self.groups[group.group_id] = group
+        for member in group.members.values():
+            self.timers.schedule(
+                ("cg-session", group.group_id, member.member_id),
+                now + self.config.group_consumer_session_timeout_ms,
+                self._on_session_timeout,
+                (group, member.member_id),
+            )
+            if member.state is MemberState.UNREVOKED_PARTITIONS and not member.uses_classic:
+                self.timers.schedule(
+                    ("cg-rebalance", group.group_id, member.member_id),
+                    now + max(member.rebalance_timeout_ms, 0),
+                    self._on_rebalance_timeout,
+                    (group, member.member_id, member.epoch),
+                )
+
+    def delete(self, fx: Effects, group: ConsumerGroup) -> None:
+        """DeleteGroups of an Empty group: its tombstones."""
+        targets.write_group_tombstones(fx, group)
+        del self.groups[group.group_id]
+        log.info("group %s: deleted", group.group_id)
