@@ -46,8 +46,8 @@ from confluent_kafka import (
     TopicPartition,
 )
 from confluent_kafka.admin import AdminClient, OffsetSpec
-from datakit import Message as Produced
-from datakit import keyed_messages
+from deliverykit import Message as Produced
+from deliverykit import keyed_messages
 
 pytestmark = pytest.mark.clients
 

@@ -4,7 +4,7 @@ them back through a consumer group, commit, and check the offsets.
 Each client's own idempotent producer writes to the 6-partition topic (confluent-kafka with
 `enable.idempotence`, aiokafka with `enable_idempotence`, kafka-python by its 3.x default),
 once uncompressed and once with a codec. A single-member group of the same client reads
-everything back; `datakit.check_delivery` requires every message with its key, value and
+everything back; `deliverykit.check_delivery` requires every message with its key, value and
 headers, in produce order per partition, at the offset its delivery report named. After a
 synchronous commit the group's offsets, read back through the client's admin API
 (OffsetFetch), must equal the partitions' end offsets from ListOffsets.
@@ -40,7 +40,7 @@ from confluent_kafka import (
     TopicPartition,
 )
 from confluent_kafka.admin import AdminClient, OffsetSpec
-from datakit import Consumed, check_delivery, keyed_messages
+from deliverykit import Consumed, check_delivery, keyed_messages
 from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer
 from kafka.structs import TopicPartition as KpTopicPartition
 

@@ -3,14 +3,14 @@ produced by each client's idempotent producer, read back through a consumer grou
 client, committed; and kcat reading the coordinator's own records from `__consumer_offsets`.
 
 The Node clients run node/produce_consume.mjs, which produces the messages of
-`datakit.keyed_messages` a chunk at a time, consumes them with a group, commits the offset
+`deliverykit.keyed_messages` a chunk at a time, consumes them with a group, commits the offset
 after each partition's last record, and reports (JSON lines) every record, each send's base
 offsets, and the end and committed offsets as its own client reads them (ListOffsets,
 OffsetFetch). kcat produces with `kcat -P -K -H` (one run per header set: -H applies to every
 message of a run) and reads back with `kcat -G -J`, whose JSON envelope shows partition,
 offset, key, payload (null included) and headers; it commits by itself when it exits.
 
-In every case `datakit.check_delivery` requires every message with its key, value and headers,
+In every case `deliverykit.check_delivery` requires every message with its key, value and headers,
 in produce order per partition, at offsets 0, 1, 2, …; and the group's committed offsets, read
 by a confluent-kafka reader that does not join the group, must equal the end offsets.
 """
@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from datakit import Consumed, Message, check_delivery, keyed_messages, offsets_partition
+from deliverykit import Consumed, Message, check_delivery, keyed_messages, offsets_partition
 from matrixkit import HEARTBEAT_MS, NODE_DIR, PARTITIONS, SESSION_MS, TOPIC, committed_offsets
 
 pytestmark = pytest.mark.clients

@@ -7,7 +7,7 @@
 //                  "session_ms": 6000, "heartbeat_ms": 500, "client_id": "...",
 //                  "lifetime_ms": 60000}
 // messages_file holds a JSON array of {"key": b64, "value": b64 | null, "headers": [[k, b64]]}
-// (tests/datakit.py, Message.to_json). They are sent `chunk` at a time, each send awaited, by
+// (tests/deliverykit.py, Message.to_json). They are sent `chunk` at a time, each send awaited, by
 // the client's idempotent producer; then a consumer of GROUP reads TOPIC from the start until
 // it has as many records as were sent, commits the offset after each partition's last record,
 // and reads back the partitions' end offsets (ListOffsets) and the group's offsets

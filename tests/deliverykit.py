@@ -8,7 +8,8 @@ each partition holds exactly its keys' messages in the order they were produced,
 0, 1, 2, … with nothing missing, repeated or out of place.
 
 It lives at the top of tests/ (on sys.path through tests/conftest.py) so that tests/clients
-and tests/matrix share one definition of "delivered correctly".
+and tests/matrix share one definition of "delivered correctly". Test helpers are imported by
+their bare module name, so its name must be unique across tests/ (tests/data has a datakit).
 """
 
 from __future__ import annotations
