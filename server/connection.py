@@ -32,7 +32,7 @@ from minicoord.protocol.headers import (
 )
 from minicoord.protocol.validate import null_violation
 from minicoord.server.broker import Broker
-from minicoord.server.faults import error_response
+from minicoord.server.faults import can_fail, error_response
 from minicoord.server.handlers import api_versions
 from minicoord.server.handlers.base import (
     NO_RESPONSE,
@@ -334,6 +334,14 @@ class KafkaConnection(asyncio.Protocol):
         response = None
         if error is not None:
             # Answered before the handler runs: an injected failure changes no state.
+            if not can_fail(spec.key, header.api_version) or (spec.key == 0 and request.acks == 0):
+                # No answer could carry the error (or none is awaited, as for acks=0):
+                # the client sees a failed connection instead, as on a real broker fault.
+                self.abort(
+                    f"injected fault: {spec.name} v{header.api_version} failed with "
+                    f"{error.name}, which its answer cannot carry"
+                )
+                return NO_RESPONSE, 0
             response = error_response(spec, header.api_version, request, error)
         return response, faults.delay_ms(spec.key, self.broker.now())
 

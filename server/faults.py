@@ -93,6 +93,8 @@ def group_ids_of(api_key: int, request: Any) -> list[str]:
         return list(request.groups)
     if api_key == 42:
         return list(request.groups_names)
+    if api_key == 69:  # ConsumerGroupDescribe
+        return list(request.group_ids)
     if api_key == 9 and getattr(request, "groups", None):
         return [g.group_id for g in request.groups]
     group_id = getattr(request, "group_id", None)
@@ -157,6 +159,21 @@ def error_response(spec: Any, version: int, request: Any, error: ErrorCode) -> A
             for t in request.topics
         ]
         return response_cls(version=version, throttle_time_ms=0, topics=topics)
+    if key == 0:  # Produce: per partition, so a producer's retry path sees the error
+        topic_cls = response_cls.TopicProduceResponse
+        part_cls = topic_cls.PartitionProduceResponse
+        responses = [
+            topic_cls(
+                name=t.name,
+                topic_id=t.topic_id,
+                partition_responses=[
+                    part_cls(index=p.index, error_code=error, base_offset=-1)
+                    for p in t.partition_data
+                ],
+            )
+            for t in request.topic_data
+        ]
+        return response_cls(version=version, throttle_time_ms=0, responses=responses)
     if key == 42:  # DeleteGroups: per group
         result_cls = response_cls.DeletableGroupResult
         results = [result_cls(group_id=g, error_code=error) for g in request.groups_names]
@@ -175,6 +192,13 @@ def error_response(spec: Any, version: int, request: Any, error: ErrorCode) -> A
             for g in request.groups
         ]
         return response_cls(version=version, throttle_time_ms=0, groups=groups)
+    if key == 69:  # ConsumerGroupDescribe: per group
+        group_cls = response_cls.DescribedGroup
+        groups = [
+            group_cls(error_code=error, group_id=g, members=[], authorized_operations=-(2**31))
+            for g in request.group_ids
+        ]
+        return response_cls(version=version, throttle_time_ms=0, groups=groups)
     if key == 10 and version >= 4:  # FindCoordinator, batched
         coord_cls = response_cls.Coordinator
         coordinators = [
@@ -191,6 +215,34 @@ def error_response(spec: Any, version: int, request: Any, error: ErrorCode) -> A
     if "error_code" in response_cls._struct.fields:
         return response_cls(version=version, throttle_time_ms=0, error_code=error)
     raise ValueError(f"{spec.name} v{version} has no error field to inject into")
+
+
+# APIs whose errors sit per group or per partition, each answered by error_response.
+_PER_RESOURCE = {
+    0: range(3, 14),
+    8: range(0, 10),
+    9: range(2, 11),
+    10: range(0, 7),
+    15: range(0, 7),
+    42: range(0, 3),
+    69: range(0, 2),
+}
+
+
+def can_fail(api_key: int, version: int | None = None) -> bool:
+    """Whether error_response can carry an error in this API's answer (at `version`, or at
+    any version when None)."""
+    if api_key == 18:
+        # Clients read a failed ApiVersions answer as v0 (what brokers send for an unsupported
+        # version), so an injected error there is a cut connection.
+        return False
+    spec = SPECS[api_key]
+    versions = range(spec.min_version, spec.max_version + 1) if version is None else [version]
+    field = dict(spec.response._struct.fields).get("error_code")
+    return any(
+        v in _PER_RESOURCE.get(api_key, ()) or (field is not None and field.for_version_q(v))
+        for v in versions
+    )
 
 
 class Controller:
@@ -224,6 +276,11 @@ class Controller:
         rule = FailRule(api_key(api), error_code(error), count, group_id, client_id)
         if rule.remaining < 1:
             raise ValueError("count must be at least 1")
+        if not can_fail(rule.api_key):
+            raise ValueError(
+                f"{SPECS[rule.api_key].name} answers errors per resource; "
+                "failing it is not supported (cut its connection instead)"
+            )
         self.faults.fail_rules.append(rule)
         log.info("control: next %d %s requests fail with %s", count, api, rule.error.name)
 

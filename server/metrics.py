@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 from minicoord.protocol.apis import SPECS
 from minicoord.protocol.errors import ErrorCode
+from minicoord.server.coordinator.consumer.group import ConsumerGroup, ConsumerGroupState
 from minicoord.server.coordinator.results import RebalanceEvent
 from minicoord.server.coordinator.state import GroupState
 from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
@@ -124,14 +125,20 @@ class _StateCollector:
 
     def collect(self) -> Iterator[GaugeMetricFamily]:
         groups = self.broker.coordinator.groups.groups
-        by_state = GaugeMetricFamily("minicoord_groups", "Groups by state", labels=["state"])
-        counts = dict.fromkeys(GroupState, 0)
+        by_state = GaugeMetricFamily(
+            "minicoord_groups", "Groups by state and protocol", labels=["state", "protocol"]
+        )
+        # Every state of both protocols is reported, zero or not, so a dashboard's series
+        # do not appear and vanish with the groups.
+        counts: dict[tuple[str, str], int] = {(s.value, "classic"): 0 for s in GroupState}
+        counts.update({(s.value, "consumer"): 0 for s in ConsumerGroupState})
         members = 0
         for group in groups.values():
-            counts[group.state] += 1
+            protocol = "consumer" if isinstance(group, ConsumerGroup) else "classic"
+            counts[(group.state.value, protocol)] += 1
             members += len(group.members)
-        for state, count in counts.items():
-            by_state.add_metric([state.value], count)
+        for labels, count in counts.items():
+            by_state.add_metric(list(labels), count)
         yield by_state
         yield GaugeMetricFamily("minicoord_members", "Members of all groups", value=members)
         yield GaugeMetricFamily(

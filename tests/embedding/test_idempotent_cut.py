@@ -85,3 +85,17 @@ def test_cut_connections_leave_no_duplicate_and_no_gap(after: bool) -> None:
     expected = {p: [i for i in range(MESSAGES) if i % PARTITIONS == p] for p in range(PARTITIONS)}
     assert stored == expected  # each exactly once, in the order sent
     assert {p: sorted(v) for p, v in acked.items()} == expected
+
+
+def test_injected_produce_errors_are_retried_by_the_producer() -> None:
+    # A retriable per-partition error, as a leader change gives: the producer retries the
+    # batches and nothing is lost or doubled.
+    with running(topics=[(TOPIC, PARTITIONS)]) as server:
+        server.control.fail_next("Produce", 3, "NOT_LEADER_OR_FOLLOWER")
+        acked = produce_all(server.bootstrap)
+        rules_left = server.call(lambda: list(server.server.broker.faults.fail_rules))
+        stored = read_all(server.bootstrap)
+    assert rules_left == []  # all 3 failures were served
+    expected = {p: [i for i in range(MESSAGES) if i % PARTITIONS == p] for p in range(PARTITIONS)}
+    assert stored == expected
+    assert {p: sorted(v) for p, v in acked.items()} == expected
