@@ -165,6 +165,27 @@ def test_subscription_changes_bump_the_epoch_and_regexes_resolve_with_re2() -> N
     assert "bax" in h.group().regexes["ba.*"].topics and h.group().epoch == before + 1
 
 
+def test_new_partitions_of_a_subscribed_topic_bump_the_epoch_and_get_assigned() -> None:
+    h = Harness(foo=4)
+    state = h.join_all(["a", "b"])
+    before = h.group().epoch
+    topic = h.registry.get("foo")
+    assert topic is not None
+    h.registry.add_partitions(topic, 6)
+    h.coordinator.on_topics_changed({"foo"}, created=False)
+    epoch, owned = state["a"]
+    out = h.hb("a", epoch, owned=owned)
+    # The metadata hash changed: one bump, and the target covers the new partitions.
+    assert h.group().epoch == before + 1 and out.member_epoch == before + 1
+    tid = h.tid("foo")
+    covered = sorted(p for t in h.group().target.values() for p in t.get(tid, ()))
+    assert covered == list(range(6))
+    # An unrelated topic's change does not bump it.
+    h.topic("other", 2)
+    h.hb("a", out.member_epoch, owned=h.owned(out) if out.assignment else owned)
+    assert h.group().epoch == before + 1
+
+
 def test_range_is_chosen_by_the_members_and_gives_runs() -> None:
     h = Harness(foo=6)
     h.hb("a", 0, assignor="range")
