@@ -16,6 +16,7 @@ from enum import Enum
 from kafka.protocol.consumer.metadata import ConsumerProtocolSubscription
 from minicoord.protocol.errors import ErrorCode
 from minicoord.server.config import Config
+from minicoord.server.coordinator.classic.manager import GroupManager, Protocols, random_member_id
 from minicoord.server.coordinator.consumer.describe import (
     ConsumerGroupDescription,
     describe_consumer_group,
@@ -29,7 +30,6 @@ from minicoord.server.coordinator.consumer.manager import (
 )
 from minicoord.server.coordinator.consumer.mixed import MixedGroups
 from minicoord.server.coordinator.consumer.targets import TopicsView
-from minicoord.server.coordinator.group_manager import GroupManager, Protocols, random_member_id
 from minicoord.server.coordinator.offsets import CommittedOffset, OffsetsManager, TopicPartition
 from minicoord.server.coordinator.partitioning import partition_for
 from minicoord.server.coordinator.replay import (

@@ -51,7 +51,7 @@ from minicoord.server.coordinator.results import (
 from minicoord.server.coordinator.state import GroupState
 
 if TYPE_CHECKING:
-    from minicoord.server.coordinator.group_manager import GroupManager
+    from minicoord.server.coordinator.classic.manager import GroupManager
 
 log = logging.getLogger("minicoord.coordinator")
 CONSUMER = "consumer"

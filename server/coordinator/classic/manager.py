@@ -1,7 +1,8 @@
-"""Classic group membership: JoinGroup, SyncGroup, Heartbeat, LeaveGroup and their timers.
+"""Classic group membership: SyncGroup, Heartbeat, LeaveGroup, their timers, the operator's
+actions and the group's records; JoinGroup and the join phase are in joining.py.
 
 The rules are those of Kafka's classic group coordinator (GroupCoordinator.scala, and
-GroupMetadataManager's classic paths since 3.7); where this file departs from them a comment
+GroupMetadataManager's classic paths since 3.7); where this package departs from them a comment
 says so. Every entry point takes the effects accumulator of the call and `now` in ms.
 """
 
@@ -10,11 +11,11 @@ from __future__ import annotations
 import logging
 import uuid
 from collections.abc import Callable
-from dataclasses import replace
 
 from minicoord.protocol.errors import ErrorCode
 from minicoord.protocol.records import Record, group_metadata_key, group_metadata_value
 from minicoord.server.config import Config
+from minicoord.server.coordinator.classic.joining import JoinPhase, Protocols
 from minicoord.server.coordinator.group import Group
 from minicoord.server.coordinator.member import Member
 from minicoord.server.coordinator.results import (
@@ -22,28 +23,26 @@ from minicoord.server.coordinator.results import (
     Effects,
     GroupDescription,
     GroupListing,
-    JoinMember,
     JoinOutcome,
     LeaveMemberOutcome,
     LeaveOutcome,
     RebalanceEvent,
     SyncOutcome,
     Ticket,
-    announce_rebalance,
 )
 from minicoord.server.coordinator.state import GroupState
 from minicoord.server.coordinator.timers import TimerQueue
 
 log = logging.getLogger("minicoord.coordinator")
 
-Protocols = list[tuple[str, bytes]]
+__all__ = ["GroupManager", "Protocols", "random_member_id"]
 
 
 def random_member_id(client_id: str) -> str:
     return f"{client_id}-{uuid.uuid4()}"
 
 
-class GroupManager:
+class GroupManager(JoinPhase):
     def __init__(
         self,
         config: Config,
@@ -113,419 +112,6 @@ class GroupManager:
             group = Group(group_id, self.partition_of(group_id), now)
             self.groups[group_id] = group
         return group
-
-    # -- JoinGroup ------------------------------------------------------------------------
-
-    def join(
-        self,
-        fx: Effects,
-        now: int,
-        *,
-        ticket: Ticket,
-        group_id: str,
-        member_id: str,
-        group_instance_id: str | None,
-        client_id: str,
-        client_host: str,
-        session_timeout_ms: int,
-        rebalance_timeout_ms: int,
-        protocol_type: str,
-        protocols: Protocols,
-        require_known_member_id: bool,
-        supports_skip_assignment: bool = False,
-        reason: str | None = None,
-    ) -> None:
-        def fail(error: ErrorCode) -> None:
-            fx.reply(ticket, JoinOutcome(error, member_id=member_id))
-
-        if not group_id:
-            return fail(ErrorCode.INVALID_GROUP_ID)
-        cfg = self.config
-        if not (
-            cfg.group_min_session_timeout_ms
-            <= session_timeout_ms
-            <= cfg.group_max_session_timeout_ms
-        ):
-            return fail(ErrorCode.INVALID_SESSION_TIMEOUT)
-        if not protocol_type or not protocols:
-            return fail(ErrorCode.INCONSISTENT_GROUP_PROTOCOL)
-        if rebalance_timeout_ms < 0:
-            rebalance_timeout_ms = session_timeout_ms
-        names = {name for name, _ in protocols}
-
-        group = self.groups.get(group_id)
-        if group is None:
-            if member_id:
-                return fail(ErrorCode.UNKNOWN_MEMBER_ID)
-            group = self.get_or_create(group_id, now)
-        if group.state is GroupState.DEAD:
-            # The group is being deleted; the client rediscovers the coordinator and retries.
-            return fail(ErrorCode.COORDINATOR_NOT_AVAILABLE)
-        if not group.supports_protocols(protocol_type, names):
-            return fail(ErrorCode.INCONSISTENT_GROUP_PROTOCOL)
-
-        def new_member(mid: str) -> Member:
-            return Member(
-                member_id=mid,
-                group_instance_id=group_instance_id,
-                client_id=client_id,
-                client_host=client_host,
-                rebalance_timeout_ms=rebalance_timeout_ms,
-                session_timeout_ms=session_timeout_ms,
-                protocol_type=protocol_type,
-                protocols=protocols,
-                last_heartbeat=now,
-                supports_skip_assignment=supports_skip_assignment,
-                is_new=True,
-                joined_at=now,
-            )
-
-        why = f"{reason} " if reason else ""
-        if not member_id:
-            if group_instance_id is not None:
-                old_id = group.static_member_id(group_instance_id)
-                if old_id is not None:
-                    mid = self.new_member_id(client_id)
-                    return self._replace_static_member(
-                        fx, now, group, old_id, new_member(mid), ticket
-                    )
-            if group.size >= cfg.group_max_size:
-                return fail(ErrorCode.GROUP_MAX_SIZE_REACHED)
-            mid = self.new_member_id(client_id)
-            if group_instance_id is None and require_known_member_id:
-                # KIP-394: the member must come back with this id, which lets the coordinator
-                # tell a retry from a new member; until then it holds a place in the group.
-                group.pending_members.add(mid)
-                self.timers.schedule(
-                    ("pending", group_id, mid),
-                    now + session_timeout_ms,
-                    lambda t, g=group, m=mid: self._expire_pending(t, g, m),
-                )
-                fx.reply(ticket, JoinOutcome(ErrorCode.MEMBER_ID_REQUIRED, member_id=mid))
-                return None
-            return self._add_member_and_rebalance(
-                fx, now, group, new_member(mid), ticket, f"{why}new member {mid} joined"
-            )
-
-        if member_id in group.pending_members:
-            group.pending_members.discard(member_id)
-            self.timers.cancel(("pending", group_id, member_id))
-            return self._add_member_and_rebalance(
-                fx, now, group, new_member(member_id), ticket, f"{why}member {member_id} joined"
-            )
-
-        error = self.validate_member(group, member_id, group_instance_id)
-        if error is not None:
-            return fail(error)
-        member = group.members[member_id]
-        member.last_heartbeat = now
-        timeouts = (rebalance_timeout_ms, session_timeout_ms)
-        state = group.state
-        if state is GroupState.PREPARING_REBALANCE:
-            self._update_member_and_rebalance(
-                fx, now, group, member, protocols, timeouts, ticket, why
-            )
-        elif state is GroupState.COMPLETING_REBALANCE:
-            if member.matches(protocols):
-                # A retry of a join whose answer was lost: answer it again.
-                fx.reply(ticket, self._join_outcome(group, member))
-            else:
-                self._update_member_and_rebalance(
-                    fx, now, group, member, protocols, timeouts, ticket, why
-                )
-        elif state is GroupState.STABLE:
-            if group.is_leader(member_id) or not member.matches(protocols):
-                # A leader's rejoin means it wants a new assignment (e.g. its metadata changed).
-                self._update_member_and_rebalance(
-                    fx, now, group, member, protocols, timeouts, ticket, why
-                )
-            else:
-                fx.reply(ticket, self._join_outcome(group, member, include_members=False))
-        else:
-            fail(ErrorCode.UNKNOWN_MEMBER_ID)
-        return None
-
-    def validate_member(
-        self, group: Group, member_id: str, group_instance_id: str | None
-    ) -> ErrorCode | None:
-        if group_instance_id is not None:
-            current = group.static_member_id(group_instance_id)
-            if current is None:
-                return ErrorCode.UNKNOWN_MEMBER_ID
-            if current != member_id:
-                return ErrorCode.FENCED_INSTANCE_ID
-        if member_id not in group.members:
-            return ErrorCode.UNKNOWN_MEMBER_ID
-        return None
-
-    def _join_outcome(
-        self, group: Group, member: Member, include_members: bool | None = None
-    ) -> JoinOutcome:
-        leader = group.leader_id or ""
-        if include_members is None:
-            include_members = leader == member.member_id
-        return JoinOutcome(
-            ErrorCode.NONE,
-            generation_id=group.generation_id,
-            protocol_type=group.protocol_type,
-            protocol_name=group.protocol_name,
-            leader_id=leader,
-            member_id=member.member_id,
-            members=self._join_members(group) if include_members else (),
-        )
-
-    def _join_members(self, group: Group) -> tuple[JoinMember, ...]:
-        protocol = group.protocol_name
-        assert protocol is not None
-        return tuple(
-            JoinMember(m.member_id, m.group_instance_id, m.metadata(protocol))
-            for m in group.members.values()
-        )
-
-    def _add_member_and_rebalance(
-        self, fx: Effects, now: int, group: Group, member: Member, ticket: Ticket, reason: str
-    ) -> None:
-        group.add(member)
-        group.park_join(member, ticket)
-        if group.in_initial_delay:
-            group.new_member_added = True
-        self._schedule_session_check(group, member, now + member.session_timeout_ms)
-        self._maybe_prepare_rebalance(fx, now, group, reason)
-
-    def _update_member_and_rebalance(
-        self,
-        fx: Effects,
-        now: int,
-        group: Group,
-        member: Member,
-        protocols: Protocols,
-        timeouts: tuple[int, int],
-        ticket: Ticket,
-        why: str,
-    ) -> None:
-        previous = group.take_join(member)
-        if previous is not None and previous is not ticket:
-            # The client gave up on its earlier JoinGroup and sent another.
-            fx.reply(previous, JoinOutcome(ErrorCode.UNKNOWN_MEMBER_ID, member_id=member.member_id))
-        group.update_protocols(member, protocols)
-        # Like Kafka's updateMember, a rejoin also takes the request's timeouts: the group's
-        # rebalance timeout (the largest member's) and the session check must see them.
-        member.rebalance_timeout_ms, member.session_timeout_ms = timeouts
-        group.park_join(member, ticket)
-        self._maybe_prepare_rebalance(fx, now, group, f"{why}member {member.member_id} rejoined")
-
-    def _replace_static_member(
-        self, fx: Effects, now: int, group: Group, old_id: str, member: Member, ticket: Ticket
-    ) -> None:
-        """A static member came back with a new process: it takes over its old slot.
-
-        The old member id is fenced; in a Stable group whose protocol choice does not change
-        the newcomer gets the current generation and assignment without a rebalance.
-        """
-        old = group.members[old_id]
-        fenced_join = group.take_join(old)
-        if fenced_join is not None:
-            fx.reply(fenced_join, JoinOutcome(ErrorCode.FENCED_INSTANCE_ID, member_id=old_id))
-        if old.sync_ticket is not None:
-            fx.reply(old.sync_ticket, SyncOutcome(ErrorCode.FENCED_INSTANCE_ID))
-            old.sync_ticket = None
-        current_leader = group.leader_id or ""
-        member.is_new = False
-        group.replace_static_member(old_id, member)
-        self.timers.cancel(old)
-        self._schedule_session_check(group, member, now + member.session_timeout_ms)
-        log.info(
-            "group %s: static member %s replaced %s as %s",
-            group.group_id,
-            member.member_id,
-            old_id,
-            member.group_instance_id,
-        )
-        state = group.state
-        if state is GroupState.STABLE and group.select_protocol() == group.protocol_name:
-            self._persist_group(fx, now, group)
-            if member.supports_skip_assignment and group.is_leader(member.member_id):
-                # KIP-814: the leader learns it leads, but must not reassign a Stable group.
-                outcome = self._join_outcome(group, member, include_members=True)
-                fx.reply(ticket, replace(outcome, skip_assignment=True))
-            else:
-                # Answering with the previous leader's id keeps a returning leader from
-                # computing an assignment a Stable group would never distribute.
-                outcome = self._join_outcome(group, member, include_members=False)
-                fx.reply(ticket, replace(outcome, leader_id=current_leader))
-            return
-        group.park_join(member, ticket)
-        self._maybe_prepare_rebalance(
-            fx, now, group, f"static member {member.group_instance_id} rejoined"
-        )
-
-    # -- the join phase ---------------------------------------------------------------------
-
-    def _maybe_prepare_rebalance(self, fx: Effects, now: int, group: Group, reason: str) -> None:
-        if group.can_rebalance:
-            self._prepare_rebalance(fx, now, group, reason)
-        elif group.state is GroupState.PREPARING_REBALANCE:
-            self._try_complete_join(fx, now, group)
-
-    def _prepare_rebalance(self, fx: Effects, now: int, group: Group, reason: str) -> None:
-        if group.state is GroupState.COMPLETING_REBALANCE:
-            # The assignment being waited for is void: tell parked followers to rejoin.
-            for member in group.members.values():
-                member.assignment = b""
-                if member.sync_ticket is not None:
-                    fx.reply(member.sync_ticket, SyncOutcome(ErrorCode.REBALANCE_IN_PROGRESS))
-                    member.sync_ticket = None
-                    # Kafka's propagateAssignment resets the session of each member it answers.
-                    member.last_heartbeat = now
-        group.pending_sync.clear()
-        self.timers.cancel(("sync", group.group_id))
-        if group.rebalance_started_at is None:
-            group.rebalance_started_at = now
-            group.rebalance_reason = reason
-        was_empty = group.state is GroupState.EMPTY
-        group.transition(GroupState.PREPARING_REBALANCE, now)
-        log.info(
-            "group %s: preparing rebalance from generation %d: %s",
-            group.group_id,
-            group.generation_id,
-            reason,
-        )
-        initial_delay = self.config.group_initial_rebalance_delay_ms
-        if was_empty and initial_delay > 0:
-            delay = min(initial_delay, group.rebalance_timeout_ms)
-            group.in_initial_delay = True
-            group.new_member_added = False
-            group.initial_delay_remaining_ms = group.rebalance_timeout_ms - delay
-            self.timers.schedule(
-                ("join", group.group_id),
-                now + delay,
-                lambda t, g=group: self._on_initial_delay(t, g),
-            )
-            return
-        self._schedule_join_deadline(group, now)
-        self._try_complete_join(fx, now, group)
-
-    def _schedule_join_deadline(self, group: Group, now: int) -> None:
-        self.timers.schedule(
-            ("join", group.group_id),
-            now + group.rebalance_timeout_ms,
-            lambda t, g=group: self._on_join_deadline(t, g),
-        )
-
-    def _on_initial_delay(self, now: int, group: Group) -> Effects:
-        fx = Effects()
-        if group.state is not GroupState.PREPARING_REBALANCE:
-            return fx
-        if group.new_member_added and group.initial_delay_remaining_ms > 0:
-            delay = min(
-                self.config.group_initial_rebalance_delay_ms, group.initial_delay_remaining_ms
-            )
-            group.initial_delay_remaining_ms -= delay
-            group.new_member_added = False
-            self.timers.schedule(
-                ("join", group.group_id),
-                now + delay,
-                lambda t, g=group: self._on_initial_delay(t, g),
-            )
-            return fx
-        group.in_initial_delay = False
-        self._complete_join(fx, now, group)
-        return fx
-
-    def _on_join_deadline(self, now: int, group: Group) -> Effects:
-        fx = Effects()
-        if group.state is GroupState.PREPARING_REBALANCE:
-            self._complete_join(fx, now, group)
-        return fx
-
-    def _try_complete_join(self, fx: Effects, now: int, group: Group) -> None:
-        if (
-            group.state is GroupState.PREPARING_REBALANCE
-            and not group.in_initial_delay
-            and group.has_all_members_joined()
-        ):
-            self._complete_join(fx, now, group)
-
-    def _complete_join(self, fx: Effects, now: int, group: Group) -> None:
-        self.timers.cancel(("join", group.group_id))
-        group.in_initial_delay = False
-        for member in group.not_yet_rejoined():
-            # Dynamic members that missed the join phase are out; static ones keep their slot
-            # until their session times out.
-            if member.group_instance_id is None:
-                log.info(
-                    "group %s: member %s did not rejoin in time; removing it",
-                    group.group_id,
-                    member.member_id,
-                )
-                self._remove_member(fx, group, member)
-        if group.members and not group.elect_joined_leader():
-            # Only static members that have not rejoined remain: give them another round.
-            self._schedule_join_deadline(group, now)
-            return
-        self._next_generation(fx, now, group)
-
-    def _next_generation(self, fx: Effects, now: int, group: Group) -> None:
-        group.generation_id += 1
-        self.rebalances += 1
-        if not group.members:
-            group.protocol_name = None
-            group.leader_id = None
-            group.transition(GroupState.EMPTY, now)
-            log.info("group %s: generation %d is empty", group.group_id, group.generation_id)
-            self._persist_group(fx, now, group)
-            self._rebalance_done(group, now)
-            return
-        group.protocol_name = group.select_protocol()
-        group.transition(GroupState.COMPLETING_REBALANCE, now)
-        log.info(
-            "group %s: generation %d with %d members, protocol %s, leader %s",
-            group.group_id,
-            group.generation_id,
-            len(group.members),
-            group.protocol_name,
-            group.leader_id,
-        )
-        members = self._join_members(group)
-        for member in group.members.values():
-            ticket = group.take_join(member)
-            member.is_new = False
-            member.last_heartbeat = now
-            leader = group.is_leader(member.member_id)
-            fx.reply(
-                ticket,
-                JoinOutcome(
-                    ErrorCode.NONE,
-                    generation_id=group.generation_id,
-                    protocol_type=group.protocol_type,
-                    protocol_name=group.protocol_name,
-                    leader_id=group.leader_id or "",
-                    member_id=member.member_id,
-                    members=members if leader else (),
-                ),
-            )
-        group.pending_sync = set(group.members)
-        # Members that never send SyncGroup are removed after the rebalance timeout, so a
-        # crashed follower cannot hold the group in CompletingRebalance forever.
-        self.timers.schedule(
-            ("sync", group.group_id),
-            now + group.rebalance_timeout_ms,
-            lambda t, g=group: self._on_sync_deadline(t, g),
-        )
-
-    def _rebalance_done(self, group: Group, now: int) -> None:
-        started = group.rebalance_started_at
-        event = RebalanceEvent(
-            group.group_id,
-            group.generation_id,
-            group.state.value,
-            group.rebalance_reason,
-            len(group.members),
-            0 if started is None else now - started,
-        )
-        group.rebalance_started_at = None
-        group.rebalance_reason = ""
-        announce_rebalance(event, self.rebalance_listeners)
 
     # -- SyncGroup ------------------------------------------------------------------------
 
