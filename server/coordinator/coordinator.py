@@ -22,13 +22,13 @@ from minicoord.server.coordinator.consumer.describe import (
     describe_consumer_group,
 )
 from minicoord.server.coordinator.consumer.group import ConsumerGroup
-from minicoord.server.coordinator.consumer.manager import (
-    ConsumerGroupManager,
+from minicoord.server.coordinator.consumer.manager import ConsumerGroupManager
+from minicoord.server.coordinator.consumer.mixed import MixedGroups
+from minicoord.server.coordinator.consumer.requests import (
     HeartbeatError,
     HeartbeatOutcome,
     HeartbeatRequest,
 )
-from minicoord.server.coordinator.consumer.mixed import MixedGroups
 from minicoord.server.coordinator.consumer.targets import TopicsView
 from minicoord.server.coordinator.offsets import CommittedOffset, OffsetsManager, TopicPartition
 from minicoord.server.coordinator.partitioning import partition_for

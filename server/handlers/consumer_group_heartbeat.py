@@ -15,7 +15,7 @@ from typing import Any
 
 from minicoord.protocol.apis import SPECS
 from minicoord.protocol.consumer_group_apis import ConsumerGroupHeartbeatResponse
-from minicoord.server.coordinator.consumer.manager import HeartbeatOutcome, HeartbeatRequest
+from minicoord.server.coordinator.consumer.requests import HeartbeatOutcome, HeartbeatRequest
 from minicoord.server.handlers.base import Handler, RequestContext
 
 API_KEY = 68

@@ -7,7 +7,7 @@ from typing import Any
 
 from minicoord.protocol.errors import ErrorCode
 from minicoord.server.config import Config
-from minicoord.server.coordinator.consumer.manager import HeartbeatOutcome, HeartbeatRequest
+from minicoord.server.coordinator.consumer.requests import HeartbeatOutcome, HeartbeatRequest
 from minicoord.server.coordinator.coordinator import GroupCoordinator
 from minicoord.server.topics import Topic, TopicRegistry
 

@@ -7,7 +7,7 @@ from consumer_helpers import GROUP, Harness
 from minicoord.protocol.errors import ErrorCode
 from minicoord.server.config import Config
 from minicoord.server.coordinator.consumer.group import MemberState
-from minicoord.server.coordinator.consumer.manager import HeartbeatRequest
+from minicoord.server.coordinator.consumer.requests import HeartbeatRequest
 
 E = ErrorCode
 

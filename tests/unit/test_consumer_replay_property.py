@@ -20,7 +20,7 @@ from hypothesis import strategies as st
 from minicoord.protocol.errors import ErrorCode
 from minicoord.protocol.records import Record
 from minicoord.server.coordinator.consumer.group import ConsumerGroup
-from minicoord.server.coordinator.consumer.manager import new_member_id
+from minicoord.server.coordinator.consumer.requests import new_member_id
 from minicoord.server.coordinator.coordinator import GroupCoordinator, OffsetCommitEntry
 from minicoord.server.coordinator.replay import PartitionReplay
 from minicoord.storage.cleaner import clean

@@ -14,7 +14,7 @@ from kafka.protocol.consumer.metadata import ConsumerProtocolAssignment
 from minicoord.protocol.errors import ErrorCode
 from minicoord.server.config import Config
 from minicoord.server.coordinator.consumer.group import ConsumerGroup
-from minicoord.server.coordinator.consumer.manager import new_member_id
+from minicoord.server.coordinator.consumer.requests import new_member_id
 from minicoord.server.coordinator.group import Group
 from minicoord.server.coordinator.state import GroupState
 

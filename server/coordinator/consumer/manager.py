@@ -1,4 +1,5 @@
-"""KIP-848 consumer groups: ConsumerGroupHeartbeat, leaving, fencing and their timers.
+"""KIP-848 consumer groups: the ConsumerGroupHeartbeat path (joining, epochs, targets,
+reconciliation); leaving, fencing and timers are in lifecycle.py.
 
 The rules are those of Kafka's GroupMetadataManager for consumer groups (4.2 behaviour:
 the target assignment is computed in the heartbeat that bumps the epoch, epochs start at 0).
@@ -15,11 +16,8 @@ introduces them and again after topics are created, against the topics of this n
 
 from __future__ import annotations
 
-import base64
 import logging
-import uuid
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any
 
 from minicoord.protocol import consumer_records as cr
@@ -36,17 +34,22 @@ from minicoord.server.coordinator.consumer.group import (
     ConsumerMember,
     MemberState,
 )
+from minicoord.server.coordinator.consumer.lifecycle import MemberLifecycle
 from minicoord.server.coordinator.consumer.reconcile import (
     Reconciled,
     UnknownMemberState,
     reconcile,
 )
+from minicoord.server.coordinator.consumer.requests import (
+    HeartbeatError,
+    HeartbeatOutcome,
+    HeartbeatRequest,
+    new_member_id,
+)
 from minicoord.server.coordinator.consumer.targets import InvalidRegex, TopicsView
 from minicoord.server.coordinator.results import (
     Effects,
-    JoinOutcome,
     RebalanceEvent,
-    SyncOutcome,
     announce_rebalance,
 )
 from minicoord.server.coordinator.timers import TimerQueue
@@ -54,46 +57,7 @@ from minicoord.server.coordinator.timers import TimerQueue
 log = logging.getLogger("minicoord.coordinator")
 
 
-class HeartbeatError(Exception):
-    def __init__(self, error: ErrorCode, message: str) -> None:
-        super().__init__(message)
-        self.error = error
-        self.message = message
-
-
-@dataclass(frozen=True, slots=True)
-class HeartbeatRequest:
-    group_id: str
-    member_id: str
-    member_epoch: int
-    instance_id: str | None = None
-    rack_id: str | None = None
-    rebalance_timeout_ms: int = -1
-    topics: tuple[str, ...] | None = None
-    regex: str | None = None
-    server_assignor: str | None = None
-    owned: Assignment | None = None
-
-
-@dataclass(frozen=True, slots=True)
-class HeartbeatOutcome:
-    error: ErrorCode
-    message: str | None = None
-    member_id: str | None = None
-    member_epoch: int = 0
-    heartbeat_interval_ms: int = 0
-    assignment: Assignment | None = None
-
-
-def new_member_id() -> str:
-    """Kafka's Uuid text form: URL-safe base64 of 16 random bytes, no padding, no '-'."""
-    while True:
-        text = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
-        if not text.startswith("-"):
-            return text
-
-
-class ConsumerGroupManager:
+class ConsumerGroupManager(MemberLifecycle):
     def __init__(
         self,
         config: Config,
@@ -520,200 +484,3 @@ class ConsumerGroupManager:
         group.rebalance_started_at = None
         group.rebalance_reason = ""
         announce_rebalance(event, self.rebalance_listeners)
-
-    # -- leaving and fencing ----------------------------------------------------------------
-
-    def leave(
-        self, fx: Effects, now: int, req: HeartbeatRequest, group: ConsumerGroup
-    ) -> HeartbeatOutcome:
-        """Epoch -1 (leave) or -2 (a static member that will come back)."""
-        if req.instance_id is None:
-            member = group.members.get(req.member_id)
-            if member is None:
-                raise HeartbeatError(
-                    ErrorCode.UNKNOWN_MEMBER_ID,
-                    f"Member {req.member_id} is not a member of group {group.group_id}.",
-                )
-        else:
-            member = group.static_member(req.instance_id)
-            if member is None:
-                raise HeartbeatError(
-                    ErrorCode.UNKNOWN_MEMBER_ID, f"Instance id {req.instance_id} is unknown."
-                )
-            if member.member_id != req.member_id:
-                raise HeartbeatError(
-                    ErrorCode.FENCED_INSTANCE_ID,
-                    f"Static member {req.member_id} with instance id {req.instance_id} was "
-                    f"fenced by member {member.member_id}.",
-                )
-        if req.member_epoch == STATIC_LEAVE_EPOCH:
-            updated = member.copy()
-            updated.epoch = STATIC_LEAVE_EPOCH
-            updated.pending = {}
-            group.put(updated)
-            targets.write_current(fx, group, updated)
-            self.timers.cancel(("cg-rebalance", group.group_id, member.member_id))
-            log.info(
-                "group %s: static member %s (%s) left for now; its partitions wait for it",
-                group.group_id,
-                member.member_id,
-                member.instance_id,
-            )
-            return HeartbeatOutcome(
-                ErrorCode.NONE, member_id=member.member_id, member_epoch=STATIC_LEAVE_EPOCH
-            )
-        log.info("group %s: member %s left", group.group_id, member.member_id)
-        self.fence(fx, now, group, [member.member_id], f"member {member.member_id} left")
-        return HeartbeatOutcome(
-            ErrorCode.NONE, member_id=member.member_id, member_epoch=LEAVE_EPOCH
-        )
-
-    def fence(
-        self, fx: Effects, now: int, group: ConsumerGroup, member_ids: list[str], reason: str
-    ) -> None:
-        """Remove members (leave, timeouts, an operator): their partitions are free, the
-        epoch bumps, the rest follow a new target. The group may turn classic again."""
-        gone = [group.members[m] for m in member_ids if m in group.members]
-        if not gone:
-            return
-        if self.downgrade is not None and self.downgrade(
-            fx, now, group, [m.member_id for m in gone]
-        ):
-            for member in gone:
-                self.cancel_member_timers(group, member.member_id)
-                self._release_classic_replies(fx, member)
-            return
-        regexes_before = {m.regex for m in group.members.values() if m.regex}
-        for member in gone:
-            targets.write_member_tombstones(fx, group, member.member_id)
-            group.remove(member.member_id)
-            self.cancel_member_timers(group, member.member_id)
-            self._release_classic_replies(fx, member)
-        for regex in regexes_before - {m.regex for m in group.members.values() if m.regex}:
-            group.regexes.pop(regex, None)
-            targets.write_regex(fx, group, regex)
-        group.metadata_hash = targets.metadata_hash(group.subscribed_topics(), self.topics)
-        self.bump(fx, now, group, reason)
-        if not group.members:
-            group.assignment_epoch = group.epoch
-            targets.write_target_epoch(fx, group, 0)
-        self._maybe_stable(group, now)
-
-    def _release_classic_replies(self, fx: Effects, member: ConsumerMember) -> None:
-        if member.join_ticket is not None:
-            fx.reply(
-                member.join_ticket,
-                JoinOutcome(ErrorCode.UNKNOWN_MEMBER_ID, member_id=member.member_id),
-            )
-            member.join_ticket = None
-        if member.sync_ticket is not None:
-            fx.reply(member.sync_ticket, SyncOutcome(ErrorCode.UNKNOWN_MEMBER_ID))
-            member.sync_ticket = None
-
-    # -- timers ---------------------------------------------------------------------------
-
-    def session_timeout_ms(self, member: ConsumerMember) -> int:
-        if member.classic is not None:
-            return member.classic.session_timeout_ms
-        return self.config.group_consumer_session_timeout_ms
-
-    def _schedule_session(self, group: ConsumerGroup, member: ConsumerMember, now: int) -> None:
-        self.timers.schedule(
-            ("cg-session", group.group_id, member.member_id),
-            now + self.session_timeout_ms(member),
-            self._on_session_timeout,
-            (group, member.member_id),
-        )
-
-    def schedule_session(self, group: ConsumerGroup, member: ConsumerMember, now: int) -> None:
-        self._schedule_session(group, member, now)
-
-    def cancel_member_timers(self, group: ConsumerGroup, member_id: str) -> None:
-        for kind in ("cg-session", "cg-rebalance", "cg-join", "cg-sync"):
-            self.timers.cancel((kind, group.group_id, member_id))
-
-    def _live(self, group: ConsumerGroup, member_id: str) -> ConsumerMember | None:
-        if self.groups.get(group.group_id) is not group:
-            return None
-        return group.members.get(member_id)
-
-    def _on_session_timeout(self, now: int, group: ConsumerGroup, member_id: str) -> Effects:
-        fx = Effects()
-        member = self._live(group, member_id)
-        if member is not None:
-            log.info(
-                "group %s: member %s session timed out after %d ms; fencing it",
-                group.group_id,
-                member_id,
-                self.session_timeout_ms(member),
-            )
-            self.fence(fx, now, group, [member_id], f"member {member_id} session timed out")
-        return fx
-
-    def _on_rebalance_timeout(
-        self, now: int, group: ConsumerGroup, member_id: str, epoch: int
-    ) -> Effects:
-        fx = Effects()
-        member = self._live(group, member_id)
-        if member is not None and member.epoch == epoch:
-            log.info(
-                "group %s: member %s failed to revoke its partitions within %d ms; fencing it",
-                group.group_id,
-                member_id,
-                member.rebalance_timeout_ms,
-            )
-            self.fence(fx, now, group, [member_id], f"member {member_id} did not revoke in time")
-        return fx
-
-    # -- topics and operators ---------------------------------------------------------------
-
-    def on_topics_changed(self, names: set[str], created: bool) -> None:
-        """Topics were created, deleted or grew: their subscribers' next heartbeat recomputes
-        the metadata hash (an epoch bump, a new target). Creations also re-resolve regexes."""
-        for group in list(self.groups.values()):
-            if not isinstance(group, ConsumerGroup):
-                continue
-            if (created and group.regexes) or names & group.subscribed_topics():
-                group.refresh = True
-
-    def refresh_regexes(self, fx: Effects, now: int, group: ConsumerGroup) -> bool:
-        """Re-resolve every regex after topics were created; whether any matched differently."""
-        changed = False
-        for regex in list(group.regexes):
-            resolved = targets.resolve_regex(regex, self.topics, now)
-            if resolved.topics != group.regexes[regex].topics:
-                group.regexes[regex] = resolved
-                targets.write_regex(fx, group, regex)
-                changed = True
-        return changed
-
-    def force_new_target(self, fx: Effects, now: int, group: ConsumerGroup) -> None:
-        """An operator's request: a new epoch and target now; members follow on their
-        heartbeats."""
-        self.bump(fx, now, group, "new target assignment forced by an operator")
-        self._maybe_assign(fx, now, group)
-
-    def adopt(self, group: ConsumerGroup, now: int) -> None:
-        """A group rebuilt from records: its members' sessions (and revocation deadlines)
-        start now."""
-        self.groups[group.group_id] = group
-        for member in group.members.values():
-            self.timers.schedule(
-                ("cg-session", group.group_id, member.member_id),
-                now + self.config.group_consumer_session_timeout_ms,
-                self._on_session_timeout,
-                (group, member.member_id),
-            )
-            if member.state is MemberState.UNREVOKED_PARTITIONS and not member.uses_classic:
-                self.timers.schedule(
-                    ("cg-rebalance", group.group_id, member.member_id),
-                    now + max(member.rebalance_timeout_ms, 0),
-                    self._on_rebalance_timeout,
-                    (group, member.member_id, member.epoch),
-                )
-
-    def delete(self, fx: Effects, group: ConsumerGroup) -> None:
-        """DeleteGroups of an Empty group: its tombstones."""
-        targets.write_group_tombstones(fx, group)
-        del self.groups[group.group_id]
-        log.info("group %s: deleted", group.group_id)

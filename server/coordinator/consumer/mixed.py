@@ -33,11 +33,8 @@ from minicoord.server.coordinator.consumer.group import (
     ConsumerMember,
     MemberState,
 )
-from minicoord.server.coordinator.consumer.manager import (
-    ConsumerGroupManager,
-    HeartbeatError,
-    new_member_id,
-)
+from minicoord.server.coordinator.consumer.manager import ConsumerGroupManager
+from minicoord.server.coordinator.consumer.requests import HeartbeatError, new_member_id
 from minicoord.server.coordinator.group import Group
 from minicoord.server.coordinator.member import Member
 from minicoord.server.coordinator.results import (
