@@ -91,9 +91,12 @@ def build_parser() -> argparse.ArgumentParser:
         "--control", required=True, metavar="HOST:PORT", help="the server's --control-port"
     )
     actions = ctl.add_subparsers(dest="action", required=True)
-    a = actions.add_parser("rebalance", help="force a rebalance of a group")
+    a = actions.add_parser(
+        "rebalance",
+        help="force a rebalance of a group (consumer groups: a new epoch and target assignment)",
+    )
     a.add_argument("group")
-    a = actions.add_parser("expire", help="expire a member now, as a session timeout would")
+    a = actions.add_parser("expire", help="expire (fence) a member now, as a session timeout would")
     a.add_argument("group")
     a.add_argument("member")
     a = actions.add_parser("fail", help="make the next N requests of an API fail")

@@ -49,13 +49,16 @@ class Metrics:
         )
         self.rebalances = Counter(
             "minicoord_rebalances",
-            "Rebalances completed, by the state the group reached",
-            ["state"],
+            "Rebalances completed (classic: a new generation handed out; consumer: every member "
+            "reconciled to a new epoch), by protocol and the state the group reached",
+            ["protocol", "state"],
             registry=self.registry,
         )
         self.rebalance_duration = Histogram(
             "minicoord_rebalance_duration_seconds",
-            "From a rebalance's first cause to the group being Stable (or Empty)",
+            "From a rebalance's first cause (for a consumer group, its epoch bump) to the group "
+            "being Stable (or Empty): for consumer groups, the reconciliation time",
+            ["protocol"],
             buckets=REBALANCE_BUCKETS,
             registry=self.registry,
         )
@@ -106,8 +109,8 @@ class Metrics:
             self.errors.labels(SPECS[api_key].name, name).inc()
 
     def on_rebalance(self, event: RebalanceEvent) -> None:
-        self.rebalances.labels(event.state).inc()
-        self.rebalance_duration.observe(event.duration_ms / 1000)
+        self.rebalances.labels(event.protocol, event.state).inc()
+        self.rebalance_duration.labels(event.protocol).observe(event.duration_ms / 1000)
 
     def on_compaction(self, removed_records: int) -> None:
         self.compactions.inc()

@@ -285,6 +285,6 @@ async def test_metrics_endpoint_reports_the_group(group_id: str) -> None:
     assert re.search(r'minicoord_groups\{protocol="classic",state="Stable"\} 1\.0', body), body
     assert re.search(r"minicoord_members 1\.0", body)
     assert re.search(r'minicoord_requests_total\{api="JoinGroup",version="\d+"\} [1-9]', body)
-    assert re.search(r'minicoord_rebalances_total\{state="Stable"\} [1-9]', body)
+    assert re.search(r'minicoord_rebalances_total\{protocol="classic",state="Stable"\} [1-9]', body)
     assert re.search(r"minicoord_join_latency_seconds_count [1-9]", body)
     assert "minicoord_request_latency_seconds_bucket" in body
