@@ -212,7 +212,7 @@ def prepare_topic(target: Target, topic: str, partitions: int) -> None:
     if target.echo:
         return
     from minicoord.clients.connection import ProtocolClient
-    from minicoord.clients.member import create_topic
+    from minicoord.clients.member_base import create_topic
 
     async def create() -> int:
         host, _, port = target.bootstrap.rpartition(":")

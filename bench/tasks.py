@@ -26,7 +26,8 @@ from typing import Any
 
 from minicoord.bench.progress import Counters, ProgressSender
 from minicoord.clients.connection import ProtocolClient
-from minicoord.clients.member import GroupMember, MemberError
+from minicoord.clients.member import GroupMember
+from minicoord.clients.member_base import MemberError
 from minicoord.clients.timings import (
     EPOCH_OFFSET,
     KIND_ASSIGNMENT,
