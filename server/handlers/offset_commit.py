@@ -82,4 +82,4 @@ def handle(ctx: RequestContext, request: Any) -> Any:
     return parked
 
 
-HANDLER = Handler.for_spec(SPECS[API_KEY], handle)
+HANDLER = Handler.for_spec(SPECS[API_KEY], handle, decode=fast_offset_commit.decode_request)
