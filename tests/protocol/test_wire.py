@@ -41,11 +41,11 @@ from kafka.protocol.metadata import ApiVersionsRequest, FindCoordinatorRequest, 
 from kafka.protocol.producer import InitProducerIdRequest, ProduceRequest
 from kafka.record.default_records import DefaultRecordBatchBuilder
 from minicoord.clients.connection import ConnectionClosed, ProtocolClient
+from minicoord.protocol.apis import SPECS
 from minicoord.protocol.consumer_group_apis import (
     ConsumerGroupDescribeRequest,
     ConsumerGroupHeartbeatRequest,
 )
-from minicoord.protocol.apis import SPECS
 from minicoord.protocol.errors import ErrorCode
 from minicoord.server.app import Server
 from minicoord.server.handlers import HandlerRegistry
