@@ -53,6 +53,7 @@ from groupkit import (
     rebalances,
     settled_with,
 )
+from kafka import KafkaAdminClient
 from minicoord.protocol.errors import ErrorCode
 from minicoord.server.process import ServerProcess, start_server_process
 
@@ -389,6 +390,73 @@ def test_static_member_restart_gets_its_partitions_back_and_nobody_else_moves(
     by_instance = {m.instance_id: m for m in after.members}
     assert by_instance["static-1"].member_id == replacement.member_id
     assert_exact_cover(owned([*others, replacement]), each=2)
+
+
+def test_a_second_consumer_with_a_live_instance_id_is_refused(
+    server: ServerProcess, members: ConfluentMembers, group_id: str
+) -> None:
+    (holder,) = [members.add(protocol="consumer", instance_id="taken")]
+    members.wait_cover([holder])
+    intruder = Consumer(
+        {
+            "bootstrap.servers": server.bootstrap,
+            "group.id": group_id,
+            "client.id": "cgp-intruder",
+            "group.protocol": "consumer",
+            "group.instance.id": "taken",
+            "logger": RDKAFKA_LOG,
+        }
+    )
+    errors: list[KafkaError] = []
+    try:
+        intruder.subscribe([TOPIC])
+
+        def poll() -> bool:
+            members.tick()
+            msg = intruder.poll(0.02)
+            if msg is not None and msg.error() is not None:
+                errors.append(msg.error())
+            return bool(errors)
+
+        wait_until(poll, 15, interval=0, what="the intruder to be refused")
+        # Kafka: UNRELEASED_INSTANCE_ID while the instance id's holder has not left (epoch
+        # -2); librdkafka makes it fatal.
+        (error,) = errors
+        assert error.code() == KafkaError._FATAL, error
+        assert KafkaError(KafkaError.UNRELEASED_INSTANCE_ID).str() in error.str(), error
+        assert intruder.assignment() == []
+    finally:
+        intruder.close()
+    members.settle(0.5)
+    assert holder.assignment == ALL and holder.changes() == [("assign", ALL)]
+    assert [m.member_id for m in describe_consumer_group(server.bootstrap, group_id).members] == [
+        holder.member_id
+    ]
+
+
+def test_classic_describe_of_a_consumer_group_says_it_is_not_classic(
+    server: ServerProcess, members: ConfluentMembers, group_id: str
+) -> None:
+    """kafka-python's admin client asks DescribeGroups (the classic API, v6 here), which in
+    Kafka 4.x answers a consumer group with GROUP_ID_NOT_FOUND and the message "Group X is
+    not a classic group." (GroupMetadataManager#classicGroup), and a group that does not exist
+    with "Group X not found."; kafka-python shows that message to its user."""
+    trio = consumer_members(members, 3)
+    members.wait_cover(trio)
+    missing = group_id + "-missing"
+    admin = KafkaAdminClient(bootstrap_servers=server.bootstrap, client_id="cgp-kp-admin")
+    try:
+        described = admin.describe_groups([group_id, missing])
+    finally:
+        admin.close()
+    assert described[group_id]["group_state"] == "Dead"
+    assert described[group_id]["members"] == []
+    assert described[group_id]["error"] == (
+        f"[Error 69] GroupIdNotFoundError: Group {group_id} is not a classic group."
+    )
+    assert described[missing]["error"] == (
+        f"[Error 69] GroupIdNotFoundError: Group {missing} not found."
+    )
 
 
 @pytest.mark.parametrize("kafka_server", [SHORT_SESSION], indirect=True, ids=["session-2s"])
