@@ -2,7 +2,9 @@
 
 Usage: member_child.py CLIENT BOOTSTRAP GROUP TOPIC OPTIONS_JSON
 CLIENT is confluent, kafka-python or aiokafka; OPTIONS_JSON holds session_ms, heartbeat_ms
-and optionally instance_id. Each time the member's assignment changes it prints one JSON line
+and optionally instance_id; for confluent, "group_protocol": "consumer" joins with KIP-848's
+ConsumerGroupHeartbeat instead (the session and heartbeat interval are then the server's).
+Each time the member's assignment changes it prints one JSON line
 {"event": "assignment", "partitions": [...], "member_id": ...}. It exits by itself after
 LIFETIME_S, so an orphan can never outlive its test for long.
 """
@@ -26,15 +28,19 @@ def report(partitions: set[int], member_id: str | None) -> None:
 def run_confluent(bootstrap: str, group: str, topic: str, opts: dict[str, Any]) -> None:
     from confluent_kafka import Consumer
 
-    config = {
+    config: dict[str, Any] = {
         "bootstrap.servers": bootstrap,
         "group.id": group,
-        "session.timeout.ms": opts["session_ms"],
-        "heartbeat.interval.ms": opts["heartbeat_ms"],
         "enable.auto.commit": False,
         "auto.offset.reset": "earliest",
         "topic.metadata.refresh.interval.ms": 3000,
     }
+    if opts.get("group_protocol") == "consumer":
+        # librdkafka refuses the classic session settings with this protocol.
+        config["group.protocol"] = "consumer"
+    else:
+        config["session.timeout.ms"] = opts["session_ms"]
+        config["heartbeat.interval.ms"] = opts["heartbeat_ms"]
     if opts.get("instance_id"):
         config["group.instance.id"] = opts["instance_id"]
     consumer = Consumer(config)

@@ -8,11 +8,7 @@ runs in a child process.
 
 from __future__ import annotations
 
-import concurrent.futures
-import queue
-import threading
 import time
-import traceback
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -21,7 +17,6 @@ from clientkit import (
     ALL,
     HEARTBEAT_MS,
     KILL_SESSION_MS,
-    METADATA_MAX_AGE_MS,
     SESSION_MS,
     TOPIC,
     assert_exact_cover,
@@ -33,136 +28,11 @@ from clientkit import (
     wait_log,
     wait_until,
 )
-from kafka import ConsumerRebalanceListener, KafkaAdminClient, KafkaConsumer
+from clientkit import KafkaPythonMember as Member
+from kafka import KafkaAdminClient, KafkaConsumer
 from kafka.structs import OffsetAndMetadata, TopicPartition
 
 pytestmark = pytest.mark.clients
-
-# A member thread never outlives this, whatever happens to the test.
-MEMBER_LIFETIME_S = 120
-
-
-class Member(ConsumerRebalanceListener):
-    """One KafkaConsumer and the thread polling it; records its rebalance callbacks."""
-
-    def __init__(
-        self,
-        name: str,
-        bootstrap: str,
-        group: str,
-        *,
-        instance_id: str | None = None,
-        session_ms: int = SESSION_MS,
-    ) -> None:
-        self.name = name
-        self.events: list[tuple[str, frozenset[int]]] = []
-        self._assignment: frozenset[int] = frozenset()
-        self.member_id: str | None = None
-        kwargs: dict[str, Any] = {}
-        if instance_id is not None:
-            kwargs["group_instance_id"] = instance_id
-        self.consumer = KafkaConsumer(
-            bootstrap_servers=bootstrap,
-            group_id=group,
-            client_id=name,
-            session_timeout_ms=session_ms,
-            heartbeat_interval_ms=HEARTBEAT_MS,
-            # The rebalance timeout: a member that never rejoins holds a join phase this long.
-            max_poll_interval_ms=20000,
-            enable_auto_commit=False,
-            auto_offset_reset="earliest",
-            metadata_max_age_ms=METADATA_MAX_AGE_MS,
-            fetch_max_wait_ms=100,
-            request_timeout_ms=30000,
-            **kwargs,
-        )
-        self.consumer.subscribe([TOPIC], listener=self)
-        # Refresh metadata after subscribing and before the first poll (which joins).
-        # kafka-python 3.0.12 otherwise joins before its metadata snapshot of the subscribed
-        # topics is filled in; the leader then records an empty snapshot with its assignment,
-        # rejoins as soon as the next metadata refresh "changes" it, and if a poll() times out
-        # while that rejoin is in flight, the finished JoinGroup/SyncGroup is never completed:
-        # no assignment callback, no heartbeats, evicted after the session timeout, and stuck.
-        # A client bug (see the report), hidden on a real broker because
-        # group.initial.rebalance.delay.ms holds the first join back for 3 s.
-        assert TOPIC in self.consumer.topics()
-        self._calls: queue.Queue[tuple[Callable[[KafkaConsumer], Any], Any]] = queue.Queue()
-        self._stop = threading.Event()
-        self.closed = False
-        self.error: BaseException | None = None
-        self._thread = threading.Thread(target=self._run, name=name, daemon=True)
-        self._thread.start()
-
-    # -- ConsumerRebalanceListener (runs on the consumer's IO thread) -------------------------
-
-    def on_partitions_revoked(self, revoked: Any) -> None:
-        self.events.append(("revoke", frozenset(tp.partition for tp in revoked)))
-
-    def on_partitions_assigned(self, assigned: Any) -> None:
-        self.events.append(("assign", frozenset(tp.partition for tp in assigned)))
-
-    def on_partitions_lost(self, lost: Any) -> None:
-        self.events.append(("lost", frozenset(tp.partition for tp in lost)))
-
-    # -- the member's thread --------------------------------------------------------------------
-
-    def _run(self) -> None:
-        deadline = time.monotonic() + MEMBER_LIFETIME_S
-        try:
-            while not self._stop.is_set() and time.monotonic() < deadline:
-                self.consumer.poll(timeout_ms=50)
-                self._snapshot()
-                self._serve_calls()
-        except BaseException as exc:  # surfaced by the test through `error`
-            self.error = exc
-            traceback.print_exc()
-        finally:
-            self._serve_calls()
-
-    def _snapshot(self) -> None:
-        assert all(tp.topic == TOPIC for tp in self.consumer.assignment())
-        self._assignment = frozenset(tp.partition for tp in self.consumer.assignment())
-        member_id = self.consumer.group_metadata().member_id
-        if member_id:
-            self.member_id = member_id
-
-    def _serve_calls(self) -> None:
-        while True:
-            try:
-                fn, future = self._calls.get_nowait()
-            except queue.Empty:
-                return
-            try:
-                future.set_result(fn(self.consumer))
-            except BaseException as exc:
-                future.set_exception(exc)
-
-    def call(self, fn: Callable[[KafkaConsumer], Any], timeout: float = 20) -> Any:
-        """Run `fn(consumer)` on the member's thread and return its result."""
-        assert self._thread.is_alive(), f"{self.name} thread is gone: {self.error!r}"
-        future: concurrent.futures.Future[Any] = concurrent.futures.Future()
-        self._calls.put((fn, future))
-        return future.result(timeout)
-
-    @property
-    def assignment(self) -> frozenset[int]:
-        return frozenset() if self.closed else self._assignment
-
-    def close(self) -> None:
-        """KafkaConsumer.close(): sends LeaveGroup for a dynamic member."""
-        if self.closed:
-            return
-        self.closed = True
-        if self._thread.is_alive():
-            self.call(self._close_on_thread)
-        else:
-            self.consumer.close(autocommit=False)
-        self._stop.set()
-        self._thread.join(10)
-
-    def _close_on_thread(self, consumer: KafkaConsumer) -> None:
-        self._stop.set()  # the thread's loop ends after this call
-        consumer.close(autocommit=False)
 
 
 class Members:

@@ -3,31 +3,48 @@
 from __future__ import annotations
 
 import asyncio
+import logging
 import struct
 import time
 import uuid
+from collections.abc import Callable
 
 from minicoord.testing import running
 
 TOPIC = "topic6"
 
 
-async def _proxy(target: list[int], frames: list[bytes]) -> tuple[asyncio.base_events.Server, int]:
+async def _proxy(
+    target: list[int],
+    frames: list[bytes],
+    exchanges: list[tuple[bytes, bytes]] | None = None,
+) -> tuple[asyncio.base_events.Server, int]:
+    """A proxy to the port in `target` recording each request frame the clients send into
+    `frames` and, when `exchanges` is given, each (request, response) pair, both framed,
+    matched by connection and correlation id."""
+
+    def cut(buf: bytearray) -> list[bytes]:
+        out = []
+        while len(buf) >= 4:
+            (size,) = struct.unpack_from(">i", buf)
+            if len(buf) < 4 + size:
+                break
+            out.append(bytes(buf[: 4 + size]))
+            del buf[: 4 + size]
+        return out
+
     async def pipe(
-        reader: asyncio.StreamReader, writer: asyncio.StreamWriter, record: bool
+        reader: asyncio.StreamReader,
+        writer: asyncio.StreamWriter,
+        record: Callable[[bytes], None],
     ) -> None:
-        buf = b""
+        buf = bytearray()
         try:
             while data := await reader.read(65536):
                 writer.write(data)
-                if record:
-                    buf += data
-                    while len(buf) >= 4:
-                        (size,) = struct.unpack_from(">i", buf)
-                        if len(buf) < 4 + size:
-                            break
-                        frames.append(buf[: 4 + size])
-                        buf = buf[4 + size :]
+                buf += data
+                for frame in cut(buf):
+                    record(frame)
         except ConnectionError:
             pass
         finally:
@@ -35,7 +52,20 @@ async def _proxy(target: list[int], frames: list[bytes]) -> tuple[asyncio.base_e
 
     async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         up_reader, up_writer = await asyncio.open_connection("127.0.0.1", target[0])
-        await asyncio.gather(pipe(reader, up_writer, True), pipe(up_reader, writer, False))
+        pending: dict[int, bytes] = {}  # correlation id -> request, on this connection
+
+        def request(frame: bytes) -> None:
+            frames.append(frame)
+            if exchanges is not None and len(frame) >= 12:
+                pending[struct.unpack_from(">i", frame, 8)[0]] = frame
+
+        def response(frame: bytes) -> None:
+            if exchanges is not None and len(frame) >= 8:
+                sent = pending.pop(struct.unpack_from(">i", frame, 4)[0], None)
+                if sent is not None:
+                    exchanges.append((sent, frame))
+
+        await asyncio.gather(pipe(reader, up_writer, request), pipe(up_reader, writer, response))
 
     server = await asyncio.start_server(handle, "127.0.0.1", 0)
     return server, server.sockets[0].getsockname()[1]
@@ -145,9 +175,82 @@ async def _aiokafka(bootstrap: str) -> None:
     await consumer.stop()
 
 
+def _confluent_consumer_protocol(bootstrap: str) -> None:
+    """librdkafka with KIP-848's protocol (group.protocol=consumer): ConsumerGroupHeartbeat
+    joining, reconciling (owned partitions acknowledged), committing, leaving (epoch -1) and
+    leaving for now as a static member (-2); subscribing by regex; asking for the "range"
+    assignor and for one that does not exist (an error answer with a message); and
+    ConsumerGroupDescribe of a consumer group and of a missing one."""
+    from confluent_kafka import Consumer, TopicPartition
+    from confluent_kafka.admin import AdminClient
+
+    group = f"capture-cgp-{uuid.uuid4().hex[:6]}"
+    quiet = logging.getLogger("librdkafka")  # not librdkafka's stderr
+
+    def consumer(**extra: object) -> Consumer:
+        config = {
+            "bootstrap.servers": bootstrap,
+            "group.id": group,
+            "group.protocol": "consumer",
+            "enable.auto.commit": False,
+            "logger": quiet,
+        }
+        return Consumer({**config, **extra})
+
+    dynamic = consumer(**{"group.remote.assignor": "range"})
+    static = consumer(**{"group.instance.id": "capture-static", "client.rack": "rack-a"})
+    dynamic.subscribe([TOPIC])
+    static.subscribe([TOPIC])
+    pattern = consumer(**{"group.id": group + "-regex"})
+    pattern.subscribe(["^topic.*"])
+    members = [dynamic, static, pattern]
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline:
+        for c in members:
+            c.poll(0.02)
+        sizes = [len(c.assignment()) for c in members]
+        if sizes[0] + sizes[1] == 6 and all(sizes):
+            break
+    mine = dynamic.assignment()
+    if mine:
+        dynamic.commit(offsets=[TopicPartition(TOPIC, mine[0].partition, 1)], asynchronous=False)
+    refused = consumer(**{"group.id": group + "-bad", "group.remote.assignor": "no-such"})
+    refused.subscribe([TOPIC])
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        msg = refused.poll(0.05)
+        if msg is not None and msg.error() is not None:
+            break
+    admin = AdminClient({"bootstrap.servers": bootstrap, "logger": quiet})
+    for future in admin.describe_consumer_groups([group, group + "-missing"]).values():
+        future.result(timeout=10)
+    for c in [dynamic, static, pattern, refused]:
+        c.close()
+
+
+async def capture_consumer_protocol_exchanges() -> tuple[list[tuple[bytes, bytes]], uuid.UUID]:
+    """Every (request, response) pair, framed, of librdkafka's consumer-protocol session
+    (`_confluent_consumer_protocol`), and the id of the topic its members subscribed to."""
+    frames: list[bytes] = []
+    exchanges: list[tuple[bytes, bytes]] = []
+    target: list[int] = []
+    proxy, port = await _proxy(target, frames, exchanges)
+    bootstrap = f"127.0.0.1:{port}"
+    configs = {"advertised.listeners": f"PLAINTEXT://{bootstrap}"}
+    with running(configs, topics=[(TOPIC, 6)]) as server:
+        target.append(server.port)
+        topic_id = server.call(lambda: server.server.broker.topics.get(TOPIC).topic_id)
+        try:
+            await asyncio.wait_for(asyncio.to_thread(_confluent_consumer_protocol, bootstrap), 60)
+        finally:
+            proxy.close()
+    return exchanges, topic_id
+
+
 async def capture_client_frames() -> list[bytes]:
-    """Frames (length prefix included) that three stock clients sent while producing,
-    fetching, joining, committing, fetching offsets, leaving and administering groups."""
+    """Frames (length prefix included) that four stock clients sent while producing,
+    fetching, joining, committing, fetching offsets, leaving and administering groups, with
+    both the classic and the consumer group protocol."""
     frames: list[bytes] = []
     target: list[int] = []
     proxy, port = await _proxy(target, frames)
@@ -161,6 +264,7 @@ async def capture_client_frames() -> list[bytes]:
             await asyncio.wait_for(asyncio.to_thread(_confluent, bootstrap), 60)
             await asyncio.wait_for(asyncio.to_thread(_confluent_data, bootstrap), 60)
             await asyncio.wait_for(asyncio.to_thread(_kafka_python, bootstrap), 60)
+            await asyncio.wait_for(asyncio.to_thread(_confluent_consumer_protocol, bootstrap), 60)
         finally:
             proxy.close()
     return frames

@@ -1,9 +1,10 @@
 """Hostile input never hurts the server or other clients.
 
-Inputs: random bytes; and captures of real client traffic (aiokafka, confluent-kafka,
-kafka-python, recorded through a proxy) plus a default request of every API at every served
-version, mutated: bit flips, truncation, garbage appended after a valid request, negative and
-huge length prefixes, wrong API keys and versions, absurd array counts written into the body.
+Inputs: random bytes; and captures of real client traffic (aiokafka, confluent-kafka with
+the classic and the consumer group protocol, kafka-python, recorded through a proxy) plus a
+default request of every API at every served version, mutated: bit flips, truncation, garbage
+appended after a valid request, negative and huge length prefixes, wrong API keys and
+versions, absurd array counts written into the body.
 
 Each input must end in either a response carrying the request's correlation id or that
 connection closed with a log line; never an exception out of the server, an internal-error
@@ -51,6 +52,7 @@ def corpus() -> list[bytes]:
     assert len(captured) >= 20, "the stock clients sent too little to fuzz from"
     apis = {struct.unpack_from(">h", f, 4)[0] for f in captured}
     assert {10, 11, 14, 12, 8, 9} <= apis  # coordinator traffic was captured
+    assert {68, 69} <= apis  # with KIP-848's ConsumerGroupHeartbeat and ConsumerGroupDescribe
     assert {0, 1, 2, 22} <= apis  # and the data path: Produce, Fetch, ListOffsets, producer ids
     return captured + default_frames()
 
@@ -215,6 +217,41 @@ def _accepted_partitions(body: bytes, version: int) -> set[tuple[str, int]]:
         for p in t.partition_responses
         if p.error_code == 0
     }
+
+
+def test_mutated_consumer_group_requests(
+    broker: Broker, corpus: list[bytes], caplog: pytest.LogCaptureFixture
+) -> None:
+    """librdkafka's ConsumerGroupHeartbeat and ConsumerGroupDescribe frames get a share of
+    mutations of their own: the corpus draw above gives them only a handful."""
+    caplog.set_level(logging.WARNING, "minicoord.connection")
+    frames = [f for f in corpus if struct.unpack_from(">h", f, 4)[0] in (68, 69)]
+    assert len(frames) >= 10, "too few consumer-protocol requests captured"
+
+    @settings(
+        max_examples=500,
+        deadline=None,
+        suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture],
+        derandomize=True,
+    )
+    @given(
+        st.integers(0, len(frames) - 1),
+        st.integers(0, 6),
+        st.integers(0, 2**16),
+        st.integers(0, 2**16),
+        st.binary(min_size=1, max_size=64),
+    )
+    def run(index: int, kind: int, a: int, b: int, junk: bytes) -> None:
+        frame = mutate(frames[index], kind, a, b, junk)
+        TRIED["inputs"] += 1
+        conn, transport = feed(broker, frame)
+        check_outcome(transport, conn, frame)
+        transport.close()
+
+    run()
+    internal = [r for r in caplog.records if "internal error" in r.getMessage()]
+    assert not internal, [r.getMessage() for r in internal[:5]]
+    assert _still_serving(broker, None)
 
 
 def test_random_bytes(broker: Broker) -> None:

@@ -316,6 +316,7 @@ class GroupView:
     protocol: str
     members: dict[str, frozenset[int]]  # member id -> partitions of TOPIC
     client_ids: dict[str, str]
+    group_type: str = ""  # CONSUMER (KIP-848, ConsumerGroupDescribe) or CLASSIC
 
 
 def admin_client(bootstrap: str) -> Any:
@@ -325,7 +326,9 @@ def admin_client(bootstrap: str) -> Any:
 
 
 def describe_group(bootstrap: str, group: str, admin: Any = None) -> GroupView | None:
-    """DescribeGroups through confluent-kafka's admin client (its own decoding of assignments)."""
+    """DescribeGroups through confluent-kafka's admin client (its own decoding of assignments);
+    for a KIP-848 consumer group it asks ConsumerGroupDescribe, and `protocol` is then the
+    coordinator's assignor."""
     admin = admin or admin_client(bootstrap)
     future = admin.describe_consumer_groups([group], request_timeout=10)[group]
     try:
@@ -340,7 +343,8 @@ def describe_group(bootstrap: str, group: str, admin: Any = None) -> GroupView |
     }
     clients = {m.member_id: m.client_id for m in desc.members}
     state = getattr(desc.state, "name", str(desc.state))
-    return GroupView(state, desc.partition_assignor, members, clients)
+    kind = getattr(desc.type, "name", str(desc.type))
+    return GroupView(state, desc.partition_assignor, members, clients, kind)
 
 
 def committed_offsets(bootstrap: str, group: str) -> dict[int, int | None]:

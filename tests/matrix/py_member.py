@@ -2,9 +2,12 @@
 
 Usage: py_member.py CLIENT BOOTSTRAP GROUP TOPIC OPTIONS_JSON
 CLIENT is confluent or kafka-python; OPTIONS_JSON holds session_ms, heartbeat_ms, rebalance_ms,
-assignor ("range" or "roundrobin") and client_id. It speaks the same JSON-lines protocol as
-node/member.mjs: events on stdout ("assigned", "revoked", "commit", "error", "started",
-"closed"), commands on stdin ({"cmd": "commit", "offsets": {"0": 10}}, {"cmd": "leave"}).
+assignor ("range" or "roundrobin") and client_id; for confluent, "group_protocol": "consumer"
+joins with KIP-848's ConsumerGroupHeartbeat instead (the coordinator assigns, with the
+assignor "remote_assignor" names if given; session and heartbeat are the server's).
+It speaks the same JSON-lines protocol as node/member.mjs: events on stdout ("assigned",
+"revoked", "commit", "error", "started", "closed"), commands on stdin ({"cmd": "commit",
+"offsets": {"0": 10}}, {"cmd": "leave"}).
 SIGTERM and the end of stdin leave too. Both clients are polled from this one thread, and the
 commands are run between polls (neither client may be used from two threads at once).
 """
@@ -48,30 +51,59 @@ class Confluent:
         from confluent_kafka import Consumer
 
         self.topic = topic
-        self.consumer = Consumer(
-            {
-                "bootstrap.servers": bootstrap,
-                "group.id": group,
-                "client.id": opts["client_id"],
-                "session.timeout.ms": opts["session_ms"],
-                "heartbeat.interval.ms": opts["heartbeat_ms"],
-                "max.poll.interval.ms": opts["rebalance_ms"],
-                "partition.assignment.strategy": opts["assignor"],
-                "enable.auto.commit": False,
-                "auto.offset.reset": "earliest",
-                "topic.metadata.refresh.interval.ms": 3000,
-            }
-        )
+        config: dict[str, Any] = {
+            "bootstrap.servers": bootstrap,
+            "group.id": group,
+            "client.id": opts["client_id"],
+            "max.poll.interval.ms": opts["rebalance_ms"],
+            "enable.auto.commit": False,
+            "auto.offset.reset": "earliest",
+            "topic.metadata.refresh.interval.ms": 3000,
+        }
+        # The consumer protocol hands partitions out and takes them back one by one; the
+        # classic one (eager "range", "roundrobin") revokes everything on each rebalance.
+        self.incremental = opts.get("group_protocol") == "consumer"
+        if self.incremental:
+            config["group.protocol"] = "consumer"
+            if opts.get("remote_assignor"):
+                config["group.remote.assignor"] = opts["remote_assignor"]
+        else:
+            config["session.timeout.ms"] = opts["session_ms"]
+            config["heartbeat.interval.ms"] = opts["heartbeat_ms"]
+            config["partition.assignment.strategy"] = opts["assignor"]
+        self.owned: set[int] = set()
+        self.consumer = Consumer(config)
         self.consumer.subscribe([topic], on_assign=self._on_assign, on_revoke=self._on_revoke)
 
     def _on_assign(self, consumer: Any, partitions: list[Any]) -> None:
-        parts = sorted(tp.partition for tp in partitions if tp.topic == self.topic)
+        parts = {tp.partition for tp in partitions if tp.topic == self.topic}
+        self.owned = self.owned | parts if self.incremental else parts
         member_id = consumer.memberid()
-        emit({"event": "assigned", "partitions": parts, "member_id": member_id, "generation": None})
+        emit(
+            {
+                "event": "assigned",
+                "partitions": sorted(self.owned),
+                "member_id": member_id,
+                "generation": None,
+            }
+        )
 
     def _on_revoke(self, consumer: Any, partitions: list[Any]) -> None:
-        parts = sorted(tp.partition for tp in partitions if tp.topic == self.topic)
-        emit({"event": "revoked", "partitions": parts, "member_id": consumer.memberid()})
+        parts = {tp.partition for tp in partitions if tp.topic == self.topic}
+        member_id = consumer.memberid()
+        emit({"event": "revoked", "partitions": sorted(parts), "member_id": member_id})
+        self.owned -= parts
+        if self.incremental and self.owned:
+            # "revoked" means "owns nothing" to the tests; say what it kept.
+            kept = sorted(self.owned)
+            emit(
+                {
+                    "event": "assigned",
+                    "partitions": kept,
+                    "member_id": member_id,
+                    "generation": None,
+                }
+            )
 
     def poll(self) -> None:
         self.consumer.poll(0.05)

@@ -3,10 +3,15 @@
 // Usage: node member.mjs CLIENT BOOTSTRAP GROUP TOPIC OPTIONS_JSON
 //   CLIENT        kafkajs | platformatic
 //   OPTIONS_JSON  {"session_ms": 6000, "heartbeat_ms": 500, "rebalance_ms": 15000,
-//                  "assignor": "default" | "range", "client_id": "...", "lifetime_ms": 150000}
+//                  "assignor": "default" | "range", "client_id": "...", "lifetime_ms": 150000,
+//                  "group_protocol": "classic" | "consumer", "remote_assignor": "range"}
+//   group_protocol "consumer" (platformatic only) joins with KIP-848's ConsumerGroupHeartbeat:
+//   the coordinator assigns (remote_assignor names its assignor) and assignments change
+//   incrementally; "assigned" then carries the member's whole assignment after each change.
 //
 // stdout carries only JSON lines, one per event:
 //   {"event":"started","client":"kafkajs","client_id":"..."}  (subscribed and consuming)
+//   {"event":"joined","member_id":"..."}   (consumer protocol: in the group, nothing assigned yet)
 //   {"event":"assigned","partitions":[0,1],"member_id":"...","generation":3}
 //                                    (generation is null for kafkajs, which does not expose it)
 //   {"event":"revoked","partitions":[0,1],"member_id":"..."}
@@ -34,6 +39,8 @@ const rebalanceMs = options.rebalance_ms ?? 15000
 const assignor = options.assignor ?? 'default'
 const clientId = options.client_id ?? `matrix-${client}`
 const lifetimeMs = options.lifetime_ms ?? 150000
+const groupProtocol = options.group_protocol ?? 'classic'
+const remoteAssignor = options.remote_assignor ?? null
 
 function emit(event) {
   process.stdout.write(JSON.stringify(event) + '\n')
@@ -80,6 +87,10 @@ function revoked() {
 // -- kafkajs ------------------------------------------------------------------------------------
 
 async function startKafkajs() {
+  if (groupProtocol !== 'classic') {
+    // kafkajs 2.x has no ConsumerGroupHeartbeat: it only speaks the classic protocol.
+    throw new Error(`kafkajs does not implement group protocol ${groupProtocol}`)
+  }
   const { Kafka, logLevel, AssignerProtocol } = (await import('kafkajs')).default
   const { MemberMetadata, MemberAssignment } = AssignerProtocol
 
@@ -180,6 +191,7 @@ async function startPlatformatic() {
     return [...result.values()]
   }
 
+  const consumerProtocol = groupProtocol === 'consumer'
   const consumer = new Consumer({
     clientId,
     bootstrapBrokers: [bootstrap],
@@ -192,18 +204,38 @@ async function startPlatformatic() {
     retryDelay: 250,
     maxWaitTime: 500,
     autocommit: false,
-    ...(assignor === 'range'
+    ...(assignor === 'range' && !consumerProtocol
       ? { protocols: [{ name: 'range', version: 0 }], partitionAssigner: rangeAssigner }
-      : {})
+      : {}),
+    ...(consumerProtocol ? { groupProtocol: 'consumer' } : {}),
+    ...(consumerProtocol && remoteAssignor ? { groupRemoteAssignor: remoteAssignor } : {})
   })
-  consumer.on('consumer:group:join', payload => {
-    memberId = payload.memberId
-    const mine = (payload.assignments ?? []).filter(a => a.topic === topic).flatMap(a => a.partitions)
-    assigned(mine, payload.generationId ?? null)
-  })
-  consumer.on('consumer:group:rebalance', () => {
-    if (current.length) revoked()
-  })
+  if (consumerProtocol) {
+    // The library reports no event per assignment change in this protocol; it updates
+    // `consumer.assignments` after a heartbeat brought a new one (and heartbeats again at
+    // once), so every heartbeat's end is a moment to look.
+    consumer.on('consumer:group:join', payload => {
+      memberId = payload.memberId
+      emit({ event: 'joined', member_id: memberId })
+    })
+    consumer.on('consumer:heartbeat:end', () => {
+      const mine = (consumer.assignments ?? []).filter(a => a.topic === topic).flatMap(a => a.partitions)
+      const sorted = [...mine].sort((a, b) => a - b)
+      if (sorted.join(',') !== current.join(',')) {
+        memberId = consumer.memberId ?? memberId
+        assigned(sorted, null)
+      }
+    })
+  } else {
+    consumer.on('consumer:group:join', payload => {
+      memberId = payload.memberId
+      const mine = (payload.assignments ?? []).filter(a => a.topic === topic).flatMap(a => a.partitions)
+      assigned(mine, payload.generationId ?? null)
+    })
+    consumer.on('consumer:group:rebalance', () => {
+      if (current.length) revoked()
+    })
+  }
   consumer.on('error', error => clientError('consumer', error))
 
   // Fetch from the earliest offset (0), not from the committed one: the tests commit offsets
