@@ -1,7 +1,7 @@
 """ConsumerGroupHeartbeat (key 68) and ConsumerGroupDescribe (key 69): the KIP-848 messages
 kafka-python 3.x does not ship, generated from our schemas (protocol/schemas/) the same way it
-generates its own. tests/protocol/test_consumer_group_apis.py checks them against traffic
-captured from librdkafka."""
+generates its own. tests/fuzz/test_consumer_group_wire.py checks them against traffic
+captured from librdkafka (decoded and re-encoded byte for byte)."""
 
 from __future__ import annotations
 

@@ -119,7 +119,8 @@ async def load_logs(
             "loaded offsets partition %d: %d records, %d groups, %d offsets in %.0f ms",
             partition,
             replay.records,
-            len(replay.groups),
+            len(replay.groups)
+            + sum(1 for r in replay.consumer_groups.values() if r.epoch is not None),
             len(replay.offsets),
             (time.perf_counter() - started) * 1000,
         )

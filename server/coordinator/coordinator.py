@@ -667,7 +667,16 @@ class GroupCoordinator:
                 out.append(GroupDescription(gid, error, "", "", ""))
             elif self._consumer(gid) is not None:
                 # The classic API does not describe consumer groups: Kafka answers "Dead".
-                out.append(GroupDescription(gid, ErrorCode.GROUP_ID_NOT_FOUND, "Dead", "", ""))
+                out.append(
+                    GroupDescription(
+                        gid,
+                        ErrorCode.GROUP_ID_NOT_FOUND,
+                        "Dead",
+                        "",
+                        "",
+                        message=f"Group {gid} is not a classic group.",
+                    )
+                )
             else:
                 out.append(self.groups.describe(gid))
         return out

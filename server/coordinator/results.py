@@ -108,6 +108,7 @@ class GroupDescription:
     protocol_type: str
     protocol_name: str
     members: tuple[DescribedMember, ...] = ()
+    message: str | None = None  # v6+: why, with an error (Kafka's wording)
 
 
 @dataclass(slots=True, frozen=True)

@@ -30,7 +30,7 @@ def handle(ctx: RequestContext, request: Any) -> Any:
             if version < 6:
                 error = ErrorCode.NONE
             else:
-                message = f"group {d.group_id} not found"
+                message = d.message or f"Group {d.group_id} not found."
         groups.append(
             Described(
                 error_code=error,

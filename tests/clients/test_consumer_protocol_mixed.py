@@ -173,8 +173,10 @@ def test_a_consumer_member_joining_upgrades_a_classic_group_online(
     check_cover(members, ledger, trio)
     assert all(len(m.assignment) == 2 for m in trio)
     log = wait_log(server, settled_with(group_id, 3), what="a Stable rebalance with 3 members")
-    # (The line is written once the joiner is in: the epoch it names is after its join.)
-    assert group_lines(log, group_id, "converted from classic to consumer"), log
+    # The line names the classic group as it was converted, before the joiner came in.
+    assert group_lines(
+        log, group_id, f"converted from classic (generation {generation}, 2 members) to consumer"
+    ), log
     # The group epoch went on from the classic generation: one bump, for the joiner.
     assert epoch_bumps(log, group_id) == [(generation + 1, f"member {joiner.member_id} joined")]
     assert described(server, group_id).type == ConsumerGroupType.CONSUMER

@@ -206,11 +206,12 @@ class MixedGroups:
         for member in group.members.values():
             if member.uses_classic:
                 self.consumers.schedule_session(group, member, now)
+        # The classic group as it was converted, before the member that asked for it joined.
         log.info(
-            "group %s: converted from classic to consumer at epoch %d with %d members",
+            "group %s: converted from classic (generation %d, %d members) to consumer",
             group.group_id,
-            group.epoch,
-            len(group.members),
+            old.generation_id,
+            len(old.members),
         )
 
     # -- classic members in a consumer group ------------------------------------------------
