@@ -48,7 +48,7 @@ def _string(buf: bytes, pos: int, compact: bool, nullable: bool) -> tuple[str | 
     if end > len(buf):
         raise HeartbeatDecodeError("string runs past the end")
     try:
-        return buf[pos:end].decode(), end
+        return str(buf[pos:end], "utf-8"), end
     except UnicodeDecodeError as exc:
         raise HeartbeatDecodeError("string is not UTF-8") from exc
 

@@ -27,11 +27,15 @@ FLEXIBLE_FROM = 8
 TOPIC_IDS_FROM = 10
 _ZERO_UUID = uuid.UUID(int=0)
 
+_SMALL = [bytes([i]) for i in range(0x80)]
+
 # (topic name, topic id, [(partition index, error code)]) in request order
 TopicErrors = tuple[str | None, uuid.UUID | None, Sequence[tuple[int, int]]]
 
 
 def _uvarint(n: int) -> bytes:
+    if n < 0x80:
+        return _SMALL[n]
     out = bytearray()
     while n >= 0x80:
         out.append((n & 0x7F) | 0x80)
@@ -96,13 +100,17 @@ class OffsetCommitFields:
 def decode_request(body: bytes, version: int) -> OffsetCommitFields:
     try:
         return _decode(body, version)
-    except (MalformedHeader, struct.error) as exc:  # a varint or a number past the end
+    except (MalformedHeader, struct.error, IndexError) as exc:  # a read past the end
         raise OffsetCommitDecodeError(str(exc)) from exc
 
 
 def _string(buf: bytes, pos: int, compact: bool, nullable: bool) -> tuple[str | None, int]:
     if compact:
-        n, pos = read_uvarint(buf, pos)
+        n = buf[pos]
+        if n < 0x80:  # lengths under 127: one byte, the common case
+            pos += 1
+        else:
+            n, pos = read_uvarint(buf, pos)
         length = n - 1
     else:
         (length,) = _I16.unpack_from(buf, pos)
@@ -115,14 +123,18 @@ def _string(buf: bytes, pos: int, compact: bool, nullable: bool) -> tuple[str | 
     if end > len(buf):
         raise OffsetCommitDecodeError("string runs past the end")
     try:
-        return buf[pos:end].decode(), end
+        return str(buf[pos:end], "utf-8"), end
     except UnicodeDecodeError as exc:
         raise OffsetCommitDecodeError("string is not UTF-8") from exc
 
 
 def _count(buf: bytes, pos: int, compact: bool) -> tuple[int, int]:
     if compact:
-        n, pos = read_uvarint(buf, pos)
+        n = buf[pos]
+        if n < 0x80:
+            pos += 1
+        else:
+            n, pos = read_uvarint(buf, pos)
         n -= 1
     else:
         (n,) = _I32.unpack_from(buf, pos)
@@ -170,10 +182,11 @@ def _decode(body: bytes, version: int) -> OffsetCommitFields:
                 pos += 12
             metadata, pos = _string(body, pos, compact, True)
             if compact:
-                pos = skip_tagged_fields(body, pos)
+                # No tagged fields (one zero byte) is what clients send.
+                pos = pos + 1 if body[pos] == 0 else skip_tagged_fields(body, pos)
             partitions.append(PartitionCommit(index, offset, epoch, metadata))
         if compact:
-            pos = skip_tagged_fields(body, pos)
+            pos = pos + 1 if body[pos] == 0 else skip_tagged_fields(body, pos)
         topics.append(TopicCommit(name, topic_id, partitions))
     if compact:
         skip_tagged_fields(body, pos)

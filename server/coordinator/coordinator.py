@@ -513,8 +513,9 @@ class GroupCoordinator:
         for e in entries:
             metadata = e.metadata or ""
             # Kafka compares Java's String.length(), in UTF-16 code units, with the limit
-            # (despite its name, offset.metadata.max.bytes does not count UTF-8 bytes).
-            if len(metadata.encode("utf-16-le")) // 2 > limit:
+            # (despite its name, offset.metadata.max.bytes does not count UTF-8 bytes). A
+            # code point is at most two units, so short strings need no encoding to tell.
+            if len(metadata) * 2 > limit and len(metadata.encode("utf-16-le")) // 2 > limit:
                 errors.append(ErrorCode.OFFSET_METADATA_TOO_LARGE)
                 continue
             committed = CommittedOffset(e.offset, e.leader_epoch, metadata, now)

@@ -527,3 +527,50 @@ async def test_a_failed_acks_0_produce_closes_the_connection(
         raw_client.send_bytes(bytes(request.encode(header=True, framed=True)))
         await _assert_closed(raw_client)
     assert "acks=0 Produce failed (INVALID_RECORD" in caplog.text
+
+
+async def test_a_commit_too_big_for_one_read_is_decoded_and_answered_whole(
+    raw_client: ProtocolClient,
+) -> None:
+    # Frames of 64 KiB and more reach the hand-written decoders as memoryviews.
+    Topic = OffsetCommitRequest.OffsetCommitRequestTopic
+    Partition = Topic.OffsetCommitRequestPartition
+    partitions = [
+        Partition(
+            partition_index=i, committed_offset=100 + i, committed_leader_epoch=-1,
+            committed_metadata="é" * 30,
+        )
+        for i in range(3000)
+    ]  # fmt: skip
+    req = OffsetCommitRequest(
+        group_id="big-commit",
+        generation_id_or_member_epoch=-1,
+        member_id="",
+        group_instance_id=None,
+        topics=[Topic(name=TOPIC, partitions=partitions)],
+    )
+    assert len(bytes(req.encode(version=9))) > 64 * 1024
+    resp = await raw_client.request(req, 9)
+    errors = [p.error_code for p in resp.topics[0].partitions]
+    # topic6 has six partitions: those commit, the rest do not exist.
+    assert errors == [0] * 6 + [ErrorCode.UNKNOWN_TOPIC_OR_PARTITION] * 2994
+    fetched = await raw_client.request(
+        OffsetFetchRequest(
+            groups=[
+                OffsetFetchRequest.OffsetFetchRequestGroup(
+                    group_id="big-commit",
+                    member_id=None,
+                    member_epoch=-1,
+                    topics=[
+                        OffsetFetchRequest.OffsetFetchRequestGroup.OffsetFetchRequestTopics(
+                            name=TOPIC, partition_indexes=list(range(6))
+                        )
+                    ],
+                )
+            ],
+            require_stable=False,
+        ),
+        8,
+    )
+    got = [(p.committed_offset, p.metadata) for p in fetched.groups[0].topics[0].partitions]
+    assert got == [(100 + i, "é" * 30) for i in range(6)]
