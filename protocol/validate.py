@@ -16,6 +16,9 @@ Plan = tuple[tuple[str, bool, Any, bool], ...]
 
 _PLANS: dict[tuple[int, int], Plan] = {}
 _NULLABLE_KINDS = frozenset({"string", "bytes", "records"})
+# The nested plan of an array of strings or bytes: its elements may never be null (Kafka's
+# schemas have no nullable array elements).
+ELEMENTS = "elements"
 
 
 def _plan(struct: Any, version: int) -> Plan:
@@ -32,9 +35,11 @@ def _plan(struct: Any, version: int) -> Plan:
             # Fixed-size types have no null on the wire; kafka-python reads an all-zero
             # uuid as None, which is a value, not a null.
             continue
-        nested = None
+        nested: Any = None
         if field.is_struct_array() or field.is_struct():
             nested = _plan(field, version)
+        elif field.type_str in ("[]string", "[]bytes"):
+            nested = ELEMENTS
         plan.append(
             (field.name, bool(field.nullable_for_version_q(version)), nested, field.is_array())
         )
@@ -55,6 +60,10 @@ def _check(obj: Any, plan: Plan) -> str | None:
                 return name
             continue
         if nested is None:
+            continue
+        if nested is ELEMENTS:
+            if None in value:
+                return f"{name}[]"
             continue
         for item in value if is_array else (value,):
             inner = _check(item, nested)

@@ -184,6 +184,15 @@ class Broker:
         self._arm_timer()
         return result.value
 
+    def settled(self, result: Result[Any]) -> bool:
+        """Whether a result can be answered at once, without a parked reply: it persists and
+        releases nothing, and nothing before it is still on its way to the log (an answer
+        must not overtake the records of a request that came earlier)."""
+        if result.records or result.replies or self.busy:
+            return False
+        self._arm_timer()
+        return True
+
     def _schedule_flush(self) -> None:
         if self._flush_scheduled or self._syncing:
             return

@@ -574,3 +574,16 @@ async def test_a_commit_too_big_for_one_read_is_decoded_and_answered_whole(
     )
     got = [(p.committed_offset, p.metadata) for p in fetched.groups[0].topics[0].partitions]
     assert got == [(100 + i, "é" * 30) for i in range(6)]
+
+
+async def test_a_null_inside_a_string_array_closes_the_connection(
+    raw_client: ProtocolClient, caplog: pytest.LogCaptureFixture
+) -> None:
+    # DescribeGroups v0: an array of one group id whose string length is -1 (null). Kafka's
+    # readers refuse a null element; handlers may rely on the schema.
+    body = struct.pack(">ih", 1, -1)
+    with caplog.at_level(logging.WARNING, "minicoord.connection"), pytest.raises(ConnectionClosed):
+        await asyncio.wait_for(
+            raw_client.request_raw(struct.pack(">hhih", 15, 0, 1, 1) + b"c" + body, 1), 5
+        )
+    assert "non-nullable groups[] is null" in caplog.text

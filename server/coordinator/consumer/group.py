@@ -67,6 +67,9 @@ class ConsumerMember:
     state: MemberState = MemberState.STABLE
     assigned: Assignment = field(default_factory=dict)
     pending: Assignment = field(default_factory=dict)
+    # When the member was last heard from: its session runs from here (a field update per
+    # heartbeat; the session timer reads it when it fires).
+    last_seen: int = 0
     # Classic members only: their parked JoinGroup/SyncGroup replies.
     join_ticket: Ticket = None
     sync_ticket: Ticket = None

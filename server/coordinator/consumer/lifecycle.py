@@ -144,12 +144,14 @@ class MemberLifecycle:
         return self.config.group_consumer_session_timeout_ms
 
     def _schedule_session(self, group: ConsumerGroup, member: ConsumerMember, now: int) -> None:
-        self.timers.schedule(
-            ("cg-session", group.group_id, member.member_id),
-            now + self.session_timeout_ms(member),
-            self._on_session_timeout,
-            (group, member.member_id),
-        )
+        member.last_seen = now
+        key = ("cg-session", group.group_id, member.member_id)
+        deadline = now + self.session_timeout_ms(member)
+        armed = self.timers.deadline_of(key)
+        # A heartbeat only moves the member's deadline on; the timer re-arms itself for the
+        # rest when it fires, so a heartbeat costs no timer operation at all.
+        if armed is None or armed > deadline:
+            self.timers.schedule(key, deadline, self._on_session_timeout, (group, member.member_id))
 
     def schedule_session(self, group: ConsumerGroup, member: ConsumerMember, now: int) -> None:
         self._schedule_session(group, member, now)
@@ -167,6 +169,15 @@ class MemberLifecycle:
         fx = Effects()
         member = self._live(group, member_id)
         if member is not None:
+            deadline = member.last_seen + self.session_timeout_ms(member)
+            if deadline > now:
+                self.timers.schedule(
+                    ("cg-session", group.group_id, member_id),
+                    deadline,
+                    self._on_session_timeout,
+                    (group, member_id),
+                )
+                return fx
             log.info(
                 "group %s: member %s session timed out after %d ms; fencing it",
                 group.group_id,

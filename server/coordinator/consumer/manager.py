@@ -123,8 +123,9 @@ class ConsumerGroupManager(MemberLifecycle):
                 raise HeartbeatError(ErrorCode.INVALID_REQUEST, "InstanceId can't be null.")
         elif epoch < STATIC_LEAVE_EPOCH:
             raise HeartbeatError(ErrorCode.INVALID_REQUEST, "MemberEpoch is invalid.")
-        assignors = self.config.consumer_assignors
-        if req.server_assignor is not None and req.server_assignor not in assignors:
+        if req.server_assignor is not None and req.server_assignor not in (
+            assignors := self.config.consumer_assignors
+        ):
             raise HeartbeatError(
                 ErrorCode.UNSUPPORTED_ASSIGNOR,
                 f"ServerAssignor {req.server_assignor} is not supported. Supported assignors: "
@@ -146,6 +147,9 @@ class ConsumerGroupManager(MemberLifecycle):
         The caller has validated the request and found or made the group; HeartbeatError
         means nothing changed.
         """
+        steady = self._steady(now, req, client_id, client_host, group)
+        if steady is not None:
+            return steady
         joining = req.member_epoch == 0
         member_id = req.member_id or new_member_id()
         self.check_size(group, req.instance_id, member_id)
@@ -200,6 +204,45 @@ class ConsumerGroupManager(MemberLifecycle):
             assignment=dict(member.assigned) if send_assignment else None,
         )
 
+    def _steady(
+        self, now: int, req: HeartbeatRequest, client_id: str, client_host: str,
+        group: ConsumerGroup,
+    ) -> HeartbeatOutcome | None:  # fmt: skip
+        """The answer to the common heartbeat, from a member reconciled to a settled group
+        that says nothing new: its session moves on and nothing else changes, so it is
+        answered without the general path (no member copy, no records). None otherwise."""
+        if (
+            req.member_epoch <= 0
+            or req.owned is not None
+            or req.topics is not None
+            or req.regex is not None
+            or req.server_assignor is not None
+            or req.rack_id is not None
+            or req.rebalance_timeout_ms != -1
+            or group.refresh
+            or group.epoch != group.assignment_epoch
+        ):
+            return None
+        member = group.members.get(req.member_id)
+        if (
+            member is None
+            or member.epoch != req.member_epoch
+            or member.state is not MemberState.STABLE
+            or member.epoch != group.assignment_epoch
+            or member.classic is not None
+            or member.instance_id != req.instance_id
+            or member.client_id != client_id
+            or member.client_host != client_host
+        ):
+            return None
+        self._schedule_session(group, member, now)
+        return HeartbeatOutcome(
+            ErrorCode.NONE,
+            member_id=member.member_id,
+            member_epoch=member.epoch,
+            heartbeat_interval_ms=self.config.group_consumer_heartbeat_interval_ms,
+        )
+
     def admit(
         self,
         fx: Effects,
@@ -218,7 +261,12 @@ class ConsumerGroupManager(MemberLifecycle):
         if created:
             self.groups[group.group_id] = group
             log.info("group %s: created (consumer protocol)", group.group_id)
-        before = targets.preferred_assignor(group, self.default_assignor)
+        # The group's preferred assignor is a vote of its members: only a member changing its
+        # own choice (or one replacing another) can move it.
+        votes_move = replaced is not None or updated.server_assignor != (
+            prior.server_assignor if prior is not None else None
+        )
+        before = targets.preferred_assignor(group, self.default_assignor) if votes_move else ""
         if replaced is not None:
             self._replace_static(fx, group, replaced, member_id)
         names_changed = updated.topics != (prior.topics if prior else frozenset())
@@ -240,7 +288,7 @@ class ConsumerGroupManager(MemberLifecycle):
             bump = True
             reason = reason or "topics matching a subscription pattern appeared"
         group.put(updated)
-        if targets.preferred_assignor(group, self.default_assignor) != before:
+        if votes_move and targets.preferred_assignor(group, self.default_assignor) != before:
             bump = True
             reason = reason or "the preferred server assignor changed"
         self._maybe_bump(fx, now, group, bump, reason)
