@@ -8,7 +8,7 @@ implementations do, and no more:
   something changed, and the bare group/member/epoch otherwise, the way real clients keep the
   steady-state heartbeat small.
 - An assignment in a response is taken at once: this member has no records to finish, so it
-  revokes and assigns instantly and reports what it owns on its next heartbeat.
+  revokes and assigns instantly and reports what it owns in a heartbeat sent right away.
 - FENCED_MEMBER_EPOCH or UNKNOWN_MEMBER_ID: it drops its partitions and rejoins at epoch 0
   under the same member id, as the clients do.
 
@@ -236,9 +236,12 @@ class ConsumerProtocolMember(MemberBase):
         return error
 
     async def heartbeat_loop(self) -> None:
-        """Heartbeat at the server's interval until cancelled; rejoin when fenced."""
+        """Heartbeat at the server's interval until cancelled; rejoin when fenced. After an
+        assignment change the next heartbeat goes at once, acknowledging what it now owns,
+        as the Java client and librdkafka do when they finish reconciling."""
         while True:
-            await asyncio.sleep(self.heartbeat_interval_ms / 1000)
+            if not self._report_owned:
+                await asyncio.sleep(self.heartbeat_interval_ms / 1000)
             error = await self.heartbeat()
             if error in REJOIN:
                 await self.join()

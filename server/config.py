@@ -58,6 +58,13 @@ class Config:
     group_consumer_min_session_timeout_ms: int = 1_000
     group_consumer_max_session_timeout_ms: int = 60_000
     group_consumer_max_size: int = 2_147_483_647
+    # KIP-1263 (Kafka 4.3): a group's target assignment is recomputed at most once per
+    # interval, so a thousand members joining cost a few computations, not a thousand. Kafka's
+    # 1000 ms would hold a small test group's second member back; 100 ms batches large joins
+    # and is not felt by small ones. 0 computes in the heartbeat that bumped the epoch (4.0).
+    group_consumer_assignment_interval_ms: int = 100
+    group_consumer_min_assignment_interval_ms: int = 0
+    group_consumer_max_assignment_interval_ms: int = 15_000
     group_consumer_assignors: str = "uniform,range"
     group_consumer_migration_policy: str = "bidirectional"
     # Topic defaults (each topic config's broker synonym), Kafka's values.
@@ -183,6 +190,17 @@ class Config:
             )
         if self.group_consumer_max_size < 1:
             raise ConfigError("group.consumer.max.size must be at least 1")
+        if not (
+            0
+            <= self.group_consumer_min_assignment_interval_ms
+            <= self.group_consumer_assignment_interval_ms
+            <= self.group_consumer_max_assignment_interval_ms
+        ):
+            raise ConfigError(
+                "group.consumer.assignment.interval.ms must lie within "
+                "group.consumer.min.assignment.interval.ms and "
+                "group.consumer.max.assignment.interval.ms"
+            )
         assignors = self.consumer_assignors
         if not assignors or len(set(assignors)) != len(assignors):
             raise ConfigError("group.consumer.assignors is a non-empty list without duplicates")

@@ -89,6 +89,11 @@ class TopicRegistry:
         self.defaults = broker_defaults(config)
         self._by_name: dict[str, Topic] = {}
         self._by_id: dict[uuid.UUID, Topic] = {}
+        # Moves on every change of a topic's name, id or partition count: answers built from
+        # those (Metadata) may be kept while it stands still.
+        self.generation = 0
+        self.answers: dict[Any, bytes] = {}
+        self._answers_generation = 0
         offsets = Topic(
             OFFSETS_TOPIC,
             config.offsets_topic_num_partitions,
@@ -103,7 +108,16 @@ class TopicRegistry:
     def _add(self, topic: Topic) -> Topic:
         self._by_name[topic.name] = topic
         self._by_id[topic.topic_id] = topic
+        self.generation += 1
         return topic
+
+    def cached_answers(self) -> dict[Any, bytes]:
+        """Encoded answers that depend only on the topics' names, ids and partition counts;
+        emptied whenever one of those changed."""
+        if self._answers_generation != self.generation:
+            self.answers.clear()
+            self._answers_generation = self.generation
+        return self.answers
 
     def get(self, name: str) -> Topic | None:
         return self._by_name.get(name)
@@ -159,10 +173,12 @@ class TopicRegistry:
     def delete(self, topic: Topic) -> list[bytes]:
         del self._by_name[topic.name]
         del self._by_id[topic.topic_id]
+        self.generation += 1
         return [mr.encode(mr.RemoveTopicRecord(topic_id=topic.topic_id))]
 
     def add_partitions(self, topic: Topic, count: int) -> list[bytes]:
         old, topic.partitions = topic.partitions, count
+        self.generation += 1
         return [_partition_record(topic.topic_id, i, self.config) for i in range(old, count)]
 
     def alter_configs(self, topic: Topic, overrides: Mapping[str, str]) -> list[bytes]:
@@ -179,6 +195,7 @@ class TopicRegistry:
 
     def replay(self, record: Any) -> None:
         """Apply one metadata record read back from the log at start."""
+        self.generation += 1
         if isinstance(record, mr.TopicRecord):
             topic = Topic(record.name, 0, record.topic_id)
             topic.config = TopicConfig({}, self.defaults)

@@ -142,6 +142,8 @@ def rebuild_consumer_group(
     group.assignment_epoch = (
         records.target_epoch.assignment_epoch if records.target_epoch is not None else -1
     )
+    if records.target_epoch is not None:
+        group.assignment_timestamp = records.target_epoch.assignment_timestamp
     for regex, value in records.regexes.items():
         group.regexes[regex] = ResolvedRegex(
             frozenset(value.topics), value.version, value.timestamp

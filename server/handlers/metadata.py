@@ -16,7 +16,7 @@ from kafka.protocol.metadata import MetadataResponse
 from minicoord.protocol.apis import SPECS
 from minicoord.protocol.errors import ErrorCode
 from minicoord.server.coordinator.results import Result
-from minicoord.server.handlers.base import Handler, RequestContext
+from minicoord.server.handlers.base import EncodedResponse, Handler, RequestContext
 from minicoord.server.topics import Topic, topic_name_error
 
 API_KEY = 3
@@ -56,6 +56,30 @@ def _error(name: str | None, topic_id: uuid.UUID | None, error: ErrorCode) -> An
 
 
 def handle(ctx: RequestContext, request: Any) -> Any:
+    broker = ctx.broker
+    registry = broker.topics
+    requested = request.topics
+    # Clients starting together ask the same question a thousand times: while no topic
+    # changed, the same question on the same listener gets the same bytes.
+    key = (
+        ctx.version,
+        ctx.channel.local_host,
+        ctx.channel.local_port,
+        None if requested is None else tuple((t.name, t.topic_id) for t in requested),
+        ctx.version < 4 or request.allow_auto_topic_creation,
+    )
+    answers = registry.cached_answers()
+    body = answers.get(key)
+    if body is not None:
+        return EncodedResponse(body, ErrorCode.NONE)
+    out = _answer(ctx, request)
+    if isinstance(out, MetadataResponse):
+        answers[key] = bytes(out.encode(version=ctx.version))
+        return EncodedResponse(answers[key], ErrorCode.NONE)
+    return out
+
+
+def _answer(ctx: RequestContext, request: Any) -> Any:
     broker = ctx.broker
     config = broker.config
     registry = broker.topics

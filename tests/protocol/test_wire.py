@@ -587,3 +587,37 @@ async def test_a_null_inside_a_string_array_closes_the_connection(
             raw_client.request_raw(struct.pack(">hhih", 15, 0, 1, 1) + b"c" + body, 1), 5
         )
     assert "non-nullable groups[] is null" in caplog.text
+
+
+async def test_metadata_answers_follow_topic_changes(raw_client: ProtocolClient) -> None:
+    # Metadata answers are kept while no topic changes: every change must show at once.
+    def ask(version: int) -> MetadataRequest:
+        return MetadataRequest(
+            version=version,
+            topics=[MetadataRequest.MetadataRequestTopic(name="grows", topic_id=None)],
+            allow_auto_topic_creation=False,
+        )
+
+    async def partitions(version: int) -> tuple[int, int]:
+        r = await raw_client.request(ask(version), version)
+        return r.topics[0].error_code, len(r.topics[0].partitions)
+
+    for version in (9, 12):
+        assert await partitions(version) == (ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, 0)
+    topic = CreateTopicsRequest.CreatableTopic(
+        name="grows", num_partitions=2, replication_factor=1, assignments=[], configs=[]
+    )
+    await raw_client.request(CreateTopicsRequest(topics=[topic], timeout_ms=1000), 7)
+    for version in (9, 12):
+        assert await partitions(version) == (0, 2)
+        assert await partitions(version) == (0, 2)  # asked again: the kept answer
+    grow = CreatePartitionsRequest.CreatePartitionsTopic(name="grows", count=5, assignments=None)
+    await raw_client.request(
+        CreatePartitionsRequest(topics=[grow], timeout_ms=1000, validate_only=False), 3
+    )
+    for version in (9, 12):
+        assert await partitions(version) == (0, 5)
+    drop = DeleteTopicsRequest.DeleteTopicState(name="grows", topic_id=None)
+    await raw_client.request(DeleteTopicsRequest(topics=[drop], timeout_ms=1000), 6)
+    for version in (9, 12):
+        assert await partitions(version) == (ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, 0)

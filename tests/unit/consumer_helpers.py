@@ -13,10 +13,13 @@ from minicoord.server.topics import Topic, TopicRegistry
 
 GROUP = "cg"
 START = 1_000_000
+# Targets computed in the heartbeat that bumps the epoch (Kafka 4.0-4.2), so each rule shows
+# in one step; test_assignment_batching covers the interval.
 CONFIG = Config(
     group_consumer_heartbeat_interval_ms=500,
     group_consumer_session_timeout_ms=10_000,
     group_min_session_timeout_ms=1000,
+    group_consumer_assignment_interval_ms=0,
 )
 
 

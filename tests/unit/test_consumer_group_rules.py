@@ -129,7 +129,10 @@ def test_a_static_member_leaves_for_now_and_returns_with_no_change_for_others() 
 
 
 def test_sessions_and_revocations_time_out_on_the_clock() -> None:
-    h = Harness(Config(group_consumer_session_timeout_ms=10_000), foo=4)
+    h = Harness(
+        Config(group_consumer_session_timeout_ms=10_000, group_consumer_assignment_interval_ms=0),
+        foo=4,
+    )
     h.join_all(["a", "b"])
     h.tick(5_000)
     h.hb("a", h.group().members["a"].epoch)

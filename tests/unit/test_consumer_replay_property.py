@@ -19,6 +19,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from minicoord.protocol.errors import ErrorCode
 from minicoord.protocol.records import Record
+from minicoord.server.config import Config
 from minicoord.server.coordinator.consumer.group import ConsumerGroup
 from minicoord.server.coordinator.consumer.requests import new_member_id
 from minicoord.server.coordinator.coordinator import GroupCoordinator, OffsetCommitEntry
@@ -34,8 +35,14 @@ SESSION = 10_000
 class Driver(Harness):
     """Members that follow the coordinator: each adopts the assignment it is sent."""
 
-    def __init__(self) -> None:
-        super().__init__(**{t: 3 for t in TOPICS})
+    def __init__(self, assignment_interval_ms: int = 0) -> None:
+        config = Config(
+            group_consumer_heartbeat_interval_ms=500,
+            group_consumer_session_timeout_ms=SESSION,
+            group_min_session_timeout_ms=1000,
+            group_consumer_assignment_interval_ms=assignment_interval_ms,
+        )
+        super().__init__(config, **{t: 3 for t in TOPICS})
         # (group, member) -> (epoch, owned, instance id)
         self.members: dict[tuple[str, str], tuple[int, dict[str, list[int]], str | None]] = {}
         self.counter = 0
@@ -124,6 +131,7 @@ def snapshot(coordinator: GroupCoordinator) -> dict[str, Any]:
         groups[gid] = (
             g.epoch,
             g.assignment_epoch,
+            g.assignment_timestamp,
             g.state,
             sorted(g.static_members.items()),
             sorted(g.owners.items()),
@@ -174,11 +182,12 @@ ops = st.one_of(
 
 
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(st.lists(ops, max_size=30))
+@given(st.lists(ops, max_size=30), st.sampled_from([0, 5]))
 def test_replaying_a_consumer_groups_records_gives_the_live_group(
-    operations: list[tuple[Any, ...]],
+    operations: list[tuple[Any, ...]], assignment_interval_ms: int
 ) -> None:
-    d = Driver()
+    # With an interval, targets computed later (batched, by the timer) must replay too.
+    d = Driver(assignment_interval_ms)
     by_partition: dict[int, list[tuple[bytes, bytes | None]]] = {}
     seen = 0
     for op in operations:

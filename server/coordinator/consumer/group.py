@@ -7,7 +7,8 @@ Rules it keeps (Kafka's ConsumerGroup):
 - `owners` says which member holds each partition now (assigned or pending revocation),
   derived from the members' current assignments, never from targets: a partition is handed to
   a new member only once it has no owner (released by its previous one, or freed by a leave).
-- The state is derived: Empty (no members), Assigning (the target is behind the group epoch),
+- The state is derived: Empty (no members), Assigning (the target is behind the group epoch,
+  for at most group.consumer.assignment.interval.ms),
   Reconciling (some member is not stable at the assignment epoch), Stable.
 """
 
@@ -109,16 +110,19 @@ class ResolvedRegex:
 class ConsumerGroup:
     __slots__ = (
         "assignment_epoch",
+        "assignment_timestamp",
         "epoch",
         "group_id",
         "legacy_partition_metadata",
         "members",
         "metadata_hash",
+        "name_subscribers",
         "owners",
         "partition",
         "rebalance_reason",
         "rebalance_started_at",
         "refresh",
+        "regex_subscribers",
         "regexes",
         "static_members",
         "target",
@@ -129,12 +133,20 @@ class ConsumerGroup:
         self.partition = partition
         self.epoch = 0
         self.assignment_epoch = 0
+        # When the target was last computed (0: never, or reset): recomputations are batched
+        # to one per group.consumer.assignment.interval.ms (KIP-1263).
+        self.assignment_timestamp = 0
         self.metadata_hash = 0
         self.members: dict[str, ConsumerMember] = {}
         self.static_members: dict[str, str] = {}
         self.target: dict[str, Assignment] = {}
         self.owners: dict[tuple[uuid.UUID, int], str] = {}
         self.regexes: dict[str, ResolvedRegex] = {}
+        # How many members subscribe to each topic name and each regex, kept by put/remove so
+        # that the group's subscription is known without walking its members (a thousand
+        # members fenced at once would otherwise cost a million steps).
+        self.name_subscribers: dict[str, int] = {}
+        self.regex_subscribers: dict[str, int] = {}
         # The subscribed topics' metadata may have changed: the next heartbeat recomputes the
         # metadata hash (and bumps the epoch if it differs). Set at load and on topic events.
         self.refresh = True
@@ -171,6 +183,7 @@ class ConsumerGroup:
         old = self.members.get(member.member_id)
         if old is not None:
             self._release(old)
+            self._unsubscribe(old)
             instance = old.instance_id
             if instance is not None and self.static_members.get(instance) == old.member_id:
                 del self.static_members[instance]
@@ -178,17 +191,41 @@ class ConsumerGroup:
         if member.instance_id is not None:
             self.static_members[member.instance_id] = member.member_id
         self._hold(member)
+        self._subscribe(member)
 
     def remove(self, member_id: str) -> ConsumerMember | None:
         member = self.members.pop(member_id, None)
         if member is None:
             return None
         self._release(member)
+        self._unsubscribe(member)
         instance = member.instance_id
         if instance is not None and self.static_members.get(instance) == member_id:
             del self.static_members[instance]
         self.target.pop(member_id, None)
         return member
+
+    def _subscribe(self, member: ConsumerMember) -> None:
+        names = self.name_subscribers
+        for name in member.topics:
+            names[name] = names.get(name, 0) + 1
+        if member.regex:
+            self.regex_subscribers[member.regex] = self.regex_subscribers.get(member.regex, 0) + 1
+
+    def _unsubscribe(self, member: ConsumerMember) -> None:
+        names = self.name_subscribers
+        for name in member.topics:
+            left = names[name] - 1
+            if left:
+                names[name] = left
+            else:
+                del names[name]
+        if member.regex:
+            left = self.regex_subscribers[member.regex] - 1
+            if left:
+                self.regex_subscribers[member.regex] = left
+            else:
+                del self.regex_subscribers[member.regex]
 
     def _hold(self, member: ConsumerMember) -> None:
         for assignment in (member.assigned, member.pending):
@@ -221,10 +258,12 @@ class ConsumerGroup:
         return member.topics | resolved.topics if resolved else member.topics
 
     def subscribed_topics(self) -> set[str]:
-        out: set[str] = set()
-        for member in self.members.values():
-            out |= self.member_topics(member)
+        out = set(self.name_subscribers)
+        for regex in self.regex_subscribers:
+            resolved = self.regexes.get(regex)
+            if resolved is not None:
+                out |= resolved.topics
         return out
 
     def regex_users(self, regex: str) -> int:
-        return sum(1 for m in self.members.values() if m.regex == regex)
+        return self.regex_subscribers.get(regex, 0)

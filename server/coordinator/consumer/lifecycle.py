@@ -121,7 +121,11 @@ class MemberLifecycle:
         group.metadata_hash = targets.metadata_hash(group.subscribed_topics(), self.topics)
         self.bump(fx, now, group, reason)
         if not group.members:
+            # Kafka 4.4 (KAFKA-20442): an empty group's target is current, and its zero
+            # timestamp lets the next member's assignment be computed at once.
             group.assignment_epoch = group.epoch
+            group.assignment_timestamp = 0
+            self.timers.cancel(("cg-assign", group.group_id))
             targets.write_target_epoch(fx, group, 0)
         self._maybe_stable(group, now)
 
@@ -185,6 +189,13 @@ class MemberLifecycle:
                 self.session_timeout_ms(member),
             )
             self.fence(fx, now, group, [member_id], f"member {member_id} session timed out")
+        return fx
+
+    def _on_assignment_due(self, now: int, group: ConsumerGroup) -> Effects:
+        """A batched target assignment falls due; members pick it up on their heartbeats."""
+        fx = Effects()
+        if self.groups.get(group.group_id) is group:
+            self._maybe_assign(fx, now, group)
         return fx
 
     def _on_rebalance_timeout(

@@ -449,6 +449,15 @@ class ConsumerGroupManager(MemberLifecycle):
     def _maybe_assign(self, fx: Effects, now: int, group: ConsumerGroup) -> None:
         if group.assignment_epoch >= group.epoch:
             return
+        interval = self.config.group_consumer_assignment_interval_ms
+        due = group.assignment_timestamp + interval
+        if interval and group.assignment_timestamp and now < due:
+            # Batched (KIP-1263): members reconcile toward the current target meanwhile. Kafka
+            # waits for the next heartbeat after the interval; a timer computes it on time.
+            key = ("cg-assign", group.group_id)
+            if key not in self.timers:
+                self.timers.schedule(key, due, self._on_assignment_due, (group,))
+            return
         assignor = targets.preferred_assignor(group, self.default_assignor)
         new = targets.compute_targets(group, self.topics, assignor)
         for member_id, assignment in new.items():
@@ -456,6 +465,8 @@ class ConsumerGroupManager(MemberLifecycle):
                 group.target[member_id] = assignment
                 targets.write_target(fx, group, member_id)
         group.assignment_epoch = group.epoch
+        group.assignment_timestamp = now
+        self.timers.cancel(("cg-assign", group.group_id))
         targets.write_target_epoch(fx, group, now)
 
     def _reconcile(
