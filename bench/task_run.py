@@ -52,7 +52,10 @@ ROW_FIELDS = (
 )
 
 CONNECT_CONCURRENCY = 256  # connects in flight per task: stays well inside the listen backlog
-START_LEAD_S = 0.3  # common start this far after the last task reported ready
+ROUND_MARK = " #"
+START_LEAD_S = 0.3  # common start at least this far after the last task reported ready
+FIRST_GATHER_LAG_S = 1.05  # Spark's allGather lag before a task has seen one (local mode)
+LAG_MARGIN = 1.2
 
 
 @dataclass
@@ -77,6 +80,20 @@ class TaskPlan:
         return host.strip("[]"), int(port)
 
 
+def round_step(step: str, round_: int) -> str:
+    """A step's label in round `round_` of a run whose targets alternate round by round
+    ("heartbeat #2"); round 0 is a run without rounds, where labels stay as they are."""
+    return f"{step}{ROUND_MARK}{round_}" if round_ else step
+
+
+def split_round(step: str) -> tuple[str, int]:
+    """(label, round) of a step label made by `round_step`."""
+    base, mark, number = step.rpartition(ROUND_MARK)
+    if mark and number.isdigit():
+        return base, int(number)
+    return step, 0
+
+
 def executor_address() -> str:
     """host:port of the Spark executor running this task ("" outside a barrier stage).
 
@@ -97,10 +114,19 @@ def executor_address() -> str:
 
 
 class Barrier:
-    """allGather across the tasks of one barrier stage; trivial when there is one task."""
+    """allGather across the tasks of one barrier stage; trivial when there is one task.
+
+    Spark answers an allGather up to about a second after the last task called it, and not
+    at the same moment in every task (measured in local mode: 0.1 s in one task, 1.0 s in the
+    other). So every gather carries each task's clock and the worst lag it has seen, and a
+    common start is set that far (with a margin) after the last task got there: otherwise
+    one task would start its timed window most of a second after another.
+    """
 
     def __init__(self, tasks: int) -> None:
         self._ctx: Any = None
+        self._lag = 0.0  # the most this task's allGather answers came after the last call
+        self._lags: list[float] = []  # every task's, as of the last gather
         if tasks > 1:
             from pyspark import BarrierTaskContext
 
@@ -109,13 +135,29 @@ class Barrier:
     async def gather(self, message: str) -> list[str]:
         if self._ctx is None:
             return [message]
+        stamped = f"{time.time()!r}|{self._lag!r}|{message}"
         # Blocking call: a thread keeps the loop (and the members' heartbeats) running.
-        return await asyncio.get_running_loop().run_in_executor(None, self._ctx.allGather, message)
+        answers = await asyncio.get_running_loop().run_in_executor(
+            None, self._ctx.allGather, stamped
+        )
+        answered = time.time()
+        parts = [a.split("|", 2) for a in answers]
+        self._lag = max(self._lag, answered - max(float(p[0]) for p in parts))
+        self._lags = [float(p[1]) for p in parts]
+        return [p[2] for p in parts]
+
+    def lead(self) -> float:
+        """How long after the last task's call a common start can be: the same in every
+        task, as it depends only on what all of them reported."""
+        if self._ctx is None:
+            return START_LEAD_S
+        worst = max(self._lags) if self._lags and max(self._lags) > 0 else FIRST_GATHER_LAG_S
+        return max(START_LEAD_S, worst * LAG_MARGIN + START_LEAD_S / 2)
 
     async def common_start(self) -> float:
         """A perf_counter instant shortly after every task got here; sleeps until it."""
         stamps = await self.gather(repr(time.time()))
-        start_epoch = max(float(s) for s in stamps) + START_LEAD_S
+        start_epoch = max(float(s) for s in stamps) + self.lead()
         start = start_epoch - EPOCH_OFFSET
         await asyncio.sleep(max(0.0, start - time.perf_counter()))
         return start
@@ -225,8 +267,10 @@ class TaskRun:
     # -- output --------------------------------------------------------------------------
 
     def emit(self, step: str) -> None:
-        """Move what the recorder holds into the output rows under `step`."""
+        """Move what the recorder holds into the output rows under `step` (tagged with the
+        round, when targets alternate in rounds: see `round_step`)."""
         target, task, executor = self.plan.target, self.plan.task, self.executor
+        step = round_step(step, int(self.p.get("round", 0)))
         # Exact Python types for the schema: Spark is told not to re-verify every row.
         self.out.extend(
             (
