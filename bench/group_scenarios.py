@@ -191,12 +191,18 @@ def _rate_steps(run: TaskRun) -> list[tuple[str, float | None]]:
     return steps
 
 
-async def _timed_steps(run: TaskRun, sims: list[Sim], op: Callable[[Sim], Awaitable[None]]) -> None:
+async def _timed_steps(
+    run: TaskRun,
+    sims: list[Sim],
+    op: Callable[[Sim], Awaitable[None]],
+    steps: list[tuple[str, float | None]] | None = None,
+) -> None:
     """Run `op` per member back to back, then at each fixed aggregate rate, for a duration
-    each; server CPU seconds per step are recorded when the server is on this host."""
+    each (or the (label, rate) `steps` given; rate None: back to back); server CPU seconds
+    per step are recorded when the server is on this host."""
     duration = float(run.p.get("duration_s", 5))
     total = int(run.p["members"])
-    for label, rate in _rate_steps(run):
+    for label, rate in _rate_steps(run) if steps is None else steps:
         start = await run.barrier.common_start()
         deadline = start + duration
         cpu0 = cpu_seconds(run.plan.server_pid) if run.plan.server_pid else None
@@ -254,31 +260,36 @@ async def heartbeat(run: TaskRun) -> None:
     run.emit("teardown")
 
 
-async def commit(run: TaskRun) -> None:
-    """Members of Stable groups commit their partitions' offsets; then fetch and verify."""
-    sims = await _stable_population(run)
-    acked: dict[int, dict[tuple[str, int], int]] = {s.slot: {} for s in sims}
-    next_offset = dict.fromkeys(acked, 0)
+class Committer:
+    """Each member commits its partitions at the next offset; what was acknowledged is kept
+    for `verify_offsets`."""
 
-    async def commit_once(sim: Sim) -> None:
+    def __init__(self, sims: list[Sim]) -> None:
+        self.acked: dict[int, dict[tuple[str, int], int]] = {s.slot: {} for s in sims}
+        self.next_offset = dict.fromkeys(self.acked, 0)
+
+    async def __call__(self, sim: Sim) -> None:
         owned = sim.member.owned()
         if not owned:
             await asyncio.sleep(0.05)  # a member with no partitions has nothing to commit
             return
-        next_offset[sim.slot] += 1
-        offset = next_offset[sim.slot]
+        self.next_offset[sim.slot] += 1
+        offset = self.next_offset[sim.slot]
         errors = await sim.member.commit(dict.fromkeys(owned, offset))
         for tp, error in errors.items():
             if not error:
-                acked[sim.slot][tp] = offset
+                self.acked[sim.slot][tp] = offset
 
-    await _timed_steps(run, sims, commit_once)
+
+async def verify_offsets(run: TaskRun, sims: list[Sim], committer: Committer) -> None:
+    """OffsetFetch every partition a member committed: the last acknowledged offset each."""
     t0 = time.perf_counter()
     mismatches = 0
     for s in sims:
-        if acked[s.slot]:
-            fetched = await s.member.fetch_offsets(sorted(acked[s.slot]))
-            mismatches += sum(1 for tp, off in acked[s.slot].items() if fetched.get(tp) != off)
+        acked = committer.acked[s.slot]
+        if acked:
+            fetched = await s.member.fetch_offsets(sorted(acked))
+            mismatches += sum(1 for tp, off in acked.items() if fetched.get(tp) != off)
     run.recorder.phase(
         "verify_offsets",
         "",
@@ -288,6 +299,33 @@ async def commit(run: TaskRun) -> None:
         error=1 if mismatches else 0,
         value=mismatches,
     )
+
+
+async def commit(run: TaskRun) -> None:
+    """Members of Stable groups commit their partitions' offsets; then fetch and verify."""
+    sims = await _stable_population(run)
+    committer = Committer(sims)
+    await _timed_steps(run, sims, committer)
+    await verify_offsets(run, sims, committer)
+    await run.barrier.gather("verified")
+    await run.leave_all()
+    run.emit("verify")
+
+
+async def head_to_head(run: TaskRun) -> None:
+    """One round of the steady half of `head-to-head` on one target: a Stable population
+    heartbeats back to back, then commits back to back (heartbeat loops off: the steps send
+    the only requests); offsets verified at the end."""
+    sims = await _stable_population(run)
+    await run.stop_heartbeats()
+
+    async def beat(sim: Sim) -> None:
+        await sim.member.heartbeat()
+
+    await _timed_steps(run, sims, beat, [("heartbeat", None)])
+    committer = Committer(sims)
+    await _timed_steps(run, sims, committer, [("commit", None)])
+    await verify_offsets(run, sims, committer)
     await run.barrier.gather("verified")
     await run.leave_all()
     run.emit("verify")

@@ -6,26 +6,34 @@ from __future__ import annotations
 from typing import Any
 
 from minicoord.bench.operation_stats import rounded
+from minicoord.bench.task_run import split_round
 
 
 def rate_steps(df: Any, ops: list[dict[str, Any]], op_name: str) -> list[dict[str, Any]]:
     """Heartbeat/commit steps: achieved vs offered rate, server CPU, saturation."""
     from pyspark.sql import functions as F
 
-    gauges = {
-        (r["target"], r["step"], r["op"]): r["v"]
-        for r in df.filter(F.col("kind") == "gauge")
+    rows = (
+        df.filter(F.col("kind") == "gauge")
         .groupBy("target", "step", "op")
-        .agg(F.max("value").alias("v"))
+        .agg(F.max("value").alias("v"), F.sum("value").alias("total"))
         .collect()
-    }
+    )
+    gauges = {(r["target"], r["step"], r["op"]): r["v"] for r in rows}
+    sums = {(r["target"], r["step"], r["op"]): r["total"] for r in rows}
     out = []
     for o in ops:
-        if o["kind"] != "request" or o["op"] != op_name or o["step"] in ("setup", "teardown"):
+        if o["kind"] != "request" or o["op"] != op_name:
+            continue
+        if split_round(o["step"])[0] in ("setup", "teardown", "unfinished"):
             continue
         key = (o["target"], o["step"])
         cpu = gauges.get((*key, "server_cpu_s"))
         offered = gauges.get((*key, "offered_rate")) or None
+        span = o["span_s"]
+        # The busiest task's CPU: near 1.0 core, the load generator set the pace.
+        client_max = gauges.get((*key, "client_cpu_s"))
+        client_sum = sums.get((*key, "client_cpu_s"))
         entry = {
             "target": o["target"],
             "step": o["step"],
@@ -34,8 +42,14 @@ def rate_steps(df: Any, ops: list[dict[str, Any]], op_name: str) -> list[dict[st
             "p50_ms": o["p50_ms"],
             "p99_ms": o["p99_ms"],
             "errors": o["errors"],
-            "server_cpu_cores": rounded(cpu / o["span_s"], 2) if cpu and o["span_s"] else None,
+            "server_cpu_cores": rounded(cpu / span, 2) if cpu and span else None,
             "per_server_cpu_second": rounded(o["count"] / cpu, 0) if cpu else None,
+            "client_cpu_cores_busiest_task": (
+                rounded(client_max / span, 2) if client_max and span else None
+            ),
+            "client_cpu_cores_all_tasks": (
+                rounded(client_sum / span, 2) if client_sum and span else None
+            ),
         }
         out.append(entry)
     return out

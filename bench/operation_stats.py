@@ -8,6 +8,8 @@ from __future__ import annotations
 import math
 from typing import Any
 
+from minicoord.bench.task_run import ROUND_MARK
+
 QUANTILES = (0.5, 0.95, 0.99)
 ACCURACY = 10_000  # percentile_approx relative error ~1/ACCURACY
 
@@ -27,6 +29,11 @@ def _latency(F: Any) -> Any:
     # Requests count whatever they answered (an error is a served request); a phase that
     # failed (timeout, refused) has no meaningful duration and is only counted as an error.
     return F.when((F.col("kind") == "request") | (F.col("error") == 0), F.col("latency_ms"))
+
+
+def base_step(F: Any) -> Any:
+    """The step column without its round tag (task_run.round_step): "setup #2" -> "setup"."""
+    return F.regexp_replace(F.col("step"), f"{ROUND_MARK}[0-9]+$", "")
 
 
 def operation_stats(df: Any) -> list[dict[str, Any]]:

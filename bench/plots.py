@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from minicoord.bench.operation_stats import ACCURACY, rounded
+from minicoord.bench.operation_stats import ACCURACY, base_step, rounded
 
 CDF_POINTS = [i / 200 for i in range(1, 200)] + [0.995, 0.999]
 # -- plots ---------------------------------------------------------------------------------
@@ -27,7 +27,7 @@ def plot_cdf(df: Any, focus: list[str], path: Path) -> None:
     rows = (
         df.filter(F.col("kind").isin("request", "phase") & F.col("op").isin(focus))
         .filter((F.col("kind") == "request") | (F.col("error") == 0))
-        .filter(~F.col("step").isin("setup", "teardown", "unfinished"))
+        .filter(~base_step(F).isin("setup", "teardown", "unfinished"))
         .groupBy("target", "step", "op")
         .agg(
             F.percentile_approx(

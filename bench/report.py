@@ -1,5 +1,5 @@
 """The report of a run: every figure computed by Spark from the raw Parquet (the modules
-operation_stats, group_stats, load_stats, comparison and plots), then summary.json,
+operation_stats, group_stats, load_stats, data_stats, comparison and plots), then summary.json,
 results.md and the plots.
 
 Only the small aggregated frames are collected to the driver, for the JSON, the markdown
@@ -12,7 +12,8 @@ import json
 from pathlib import Path
 from typing import Any
 
-from minicoord.bench.comparison import ratios
+from minicoord.bench.comparison import head_to_head, ratios, round_medians
+from minicoord.bench.data_stats import data_stats
 from minicoord.bench.group_stats import churn_stats, group_stats, rejoin_stats
 from minicoord.bench.load_stats import rate_steps, saturation, scale_stats
 from minicoord.bench.operation_stats import executor_stats, operation_stats
@@ -27,7 +28,15 @@ FOCUS = {
     "heartbeat": ["Heartbeat"],
     "commit": ["OffsetCommit", "OffsetFetch"],
     "scale": ["join", "Heartbeat"],
+    "head-to-head": ["Heartbeat", "OffsetCommit", "join"],
+    "data": ["e2e"],
 }
+
+
+def _cell(value: Any) -> str:
+    if isinstance(value, list):
+        return ", ".join(str(v) for v in value)
+    return str(value)
 
 
 def markdown(summary: dict[str, Any]) -> str:
@@ -56,18 +65,31 @@ def markdown(summary: dict[str, Any]) -> str:
             f"| {o['target']} | {o['step']} | {o['op']} | {o['count']} | {o['errors']} "
             f"| {o['p50_ms']} | {o['p95_ms']} | {o['p99_ms']} | {o['max_ms']} | {o['rate_per_s']} |"
         )
-    for key, value in summary["results"].items():
+    sections = {
+        **summary["results"],
+        "ratios": summary["ratios"],
+        "ratio_medians": summary.get("ratio_medians"),
+    }
+    for key, value in sections.items():
         if not value:
             continue
         lines += ["", f"## {key}", ""]
         items = value if isinstance(value, list) else [value]
         if items and all(isinstance(i, dict) for i in items):
             cols = list(dict.fromkeys(k for i in items for k in i))
-            if all(not isinstance(i.get(c), dict | list) for i in items for c in cols):
+            flat = all(
+                not isinstance(i.get(c), dict)
+                and not (
+                    isinstance(i.get(c), list) and any(isinstance(v, dict | list) for v in i[c])
+                )
+                for i in items
+                for c in cols
+            )
+            if flat:
                 lines.append("| " + " | ".join(cols) + " |")
                 lines.append("| " + " | ".join("---" for _ in cols) + " |")
                 for i in items:
-                    lines.append("| " + " | ".join(str(i.get(c, "")) for c in cols) + " |")
+                    lines.append("| " + " | ".join(_cell(i.get(c, "")) for c in cols) + " |")
                 continue
         lines += ["```json", json.dumps(value, indent=2), "```"]
     lines += ["", "Plots: " + ", ".join(f"![{p}]({p})" for p in summary["plots"]), ""]
@@ -79,7 +101,7 @@ def build(spark: Any, raw: str, out: Path, meta: dict[str, Any]) -> dict[str, An
     scenario = meta["scenario"]
     ops = operation_stats(df)
     results: dict[str, Any] = {}
-    if scenario in ("cold-join", "join-scaling"):
+    if scenario in ("cold-join", "join-scaling", "head-to-head"):
         results.update(group_stats(df, meta["partitions_by_step"]))
     if scenario == "rejoin":
         results["rounds"] = rejoin_stats(df)
@@ -89,10 +111,14 @@ def build(spark: Any, raw: str, out: Path, meta: dict[str, Any]) -> dict[str, An
         steps = rate_steps(df, ops, "Heartbeat" if scenario == "heartbeat" else "OffsetCommit")
         results["steps"] = steps
         results["saturation"] = saturation(steps)
-    if scenario == "commit":
-        results["offsets_verified"] = next(
-            (o["errors"] == 0 for o in ops if o["op"] == "verify_offsets"), None
-        )
+    if scenario == "head-to-head":
+        results["head_to_head"] = head_to_head(ops, results["groups"])
+        results["steps"] = rate_steps(df, ops, "Heartbeat") + rate_steps(df, ops, "OffsetCommit")
+    if scenario in ("commit", "head-to-head"):
+        verified = [o["errors"] == 0 for o in ops if o["op"] == "verify_offsets"]
+        results["offsets_verified"] = all(verified) if verified else None
+    if scenario == "data":
+        results.update(data_stats(df, ops, int(meta["parameters"]["record_bytes"])))
     if scenario == "scale":
         results["scale"] = scale_stats(df, ops)
     plots = ["latency_cdf.png", "join_vs_group_size.png", "throughput.png"]
@@ -107,6 +133,7 @@ def build(spark: Any, raw: str, out: Path, meta: dict[str, Any]) -> dict[str, An
         "operations": ops,
         "results": results,
         "ratios": ratios(ops),
+        "ratio_medians": round_medians(ratios(ops), ["rate_ratio", "p50_ratio", "p99_ratio"]),
         "raw": "raw.parquet",
         "plots": plots,
     }

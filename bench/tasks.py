@@ -2,9 +2,9 @@
 one row per measurement.
 
 The scenarios live by domain: group_scenarios.py (simulated members of the coordinator
-scenarios); the shared machinery (plans, barrier, rows) in task_run.py. This module is the
-entry point Spark pickles by reference (`run_task`), and what the cluster check imports on
-the executors.
+scenarios), data_scenario.py (stock librdkafka producers and consumers); the machinery they
+share (plans, barrier, rows) in task_run.py. This module is the entry point Spark pickles by
+reference (`run_task`), and what the cluster check imports on the executors.
 
 Everything here is imported inside the Python workers, so it must not import pyspark at
 module level.
@@ -18,6 +18,7 @@ import os
 import resource
 from collections.abc import Awaitable, Callable, Iterator
 
+from minicoord.bench import data_scenario
 from minicoord.bench import group_scenarios as group
 from minicoord.bench.progress import ProgressSender
 from minicoord.bench.task_run import ROW_FIELDS, TaskPlan, TaskRun
@@ -32,6 +33,8 @@ SCENARIOS: dict[str, Callable[[TaskRun], Awaitable[None]]] = {
     "heartbeat": group.heartbeat,
     "commit": group.commit,
     "scale": group.scale,
+    "head-to-head": group.head_to_head,
+    "data": data_scenario.data,
 }
 
 
