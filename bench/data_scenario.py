@@ -232,7 +232,8 @@ async def settle_group(
 ) -> int:
     """Poll until every task's consumer holds partitions and together they hold all of
     them: one generation, every member in it. Records polled meanwhile (none, as the
-    partitions are paused or the topic is empty) are counted and returned."""
+    partitions are paused or the topic is empty) are counted and returned. The last gather
+    can serve as the common start (`Barrier.start_after_last_gather`)."""
     early = 0
     deadline = time.perf_counter() + timeout
 
@@ -322,12 +323,14 @@ async def produce_step(run: TaskRun, label: str) -> None:
     _total(run, "produce", start, end, delivered, failed)
     for name, n in delivery.failed.items():
         run.recorder.add(KIND_TOTAL, f"produce_failed:{name}", value=n, error=n)
-    await run.barrier.gather("produced")
-    server_memory(run)
     if label == "fill":
-        # Whatever the server frees or writes out once the load stops.
+        # The memory is the server's with every task's records in, and once it settled.
+        await run.barrier.gather("produced")
+        server_memory(run)
         await asyncio.sleep(SETTLE_S)
         server_memory(run, "_settled")
+    else:
+        server_memory(run)
     run.emit(label)
 
 
@@ -341,7 +344,7 @@ async def consume_step(run: TaskRun, label: str) -> None:
         assigned = membership.assigned
         marks = await _blocking(watermarks, consumer, assigned)
         expected = sum(high - low for low, high in marks.values())
-        start = await run.barrier.common_start()
+        start = await run.barrier.start_after_last_gather()
         usage = Usage(run)
 
         def consume_all() -> tuple[int, int, float]:
@@ -366,7 +369,6 @@ async def consume_step(run: TaskRun, label: str) -> None:
         _total(run, "consume", start, last, got, errors)
         short = await _blocking(partitions_short, consumer, assigned, marks)
         run.recorder.add(KIND_TOTAL, "consume_expected", value=expected, error=short)
-        await run.barrier.gather("consumed")
         server_memory(run)
     finally:
         await _blocking(consumer.close)
@@ -374,17 +376,23 @@ async def consume_step(run: TaskRun, label: str) -> None:
 
 
 async def all_consumed(
-    run: TaskRun, produced: int, count: Callable[[], int], timeout: float
+    run: TaskRun, delivered: int, count: Callable[[], int], timeout: float
 ) -> None:
-    """Wait until the consumers of every task together hold `produced` records (what all
-    producers had acknowledged), or `timeout`. The counts travel by allGather, so no
-    consumer has to ask the server for its partitions' ends: librdkafka would queue that
-    request behind its long-polling Fetch on the same connection, half a second each."""
+    """Wait until the consumers of every task together hold as many records as all
+    producers had acknowledged (`delivered`: this task's), or `timeout`. The counts travel
+    by allGather, so no consumer has to ask the server for its partitions' ends: librdkafka
+    would queue that request behind its long-polling Fetch on the same connection, half a
+    second each."""
     deadline = time.perf_counter() + timeout
+    # The last records were acknowledged a moment ago: let them arrive before the first
+    # gather (each takes Spark most of a second).
+    await asyncio.sleep(ALL_CONSUMED_POLL_S)
     for _ in range(int(timeout / ALL_CONSUMED_POLL_S) + 2):
         expired = time.perf_counter() > deadline
-        answers = [a.split(",") for a in await run.barrier.gather(f"{count()},{int(expired)}")]
-        if sum(int(n) for n, _ in answers) >= produced or any(f == "1" for _, f in answers):
+        answers = await run.barrier.gather(f"{delivered},{count()},{int(expired)}")
+        parts = [a.split(",") for a in answers]
+        produced = sum(int(d) for d, _, _ in parts)
+        if sum(int(c) for _, c, _ in parts) >= produced or any(f == "1" for _, _, f in parts):
             return
         await asyncio.sleep(ALL_CONSUMED_POLL_S)
 
@@ -407,7 +415,7 @@ async def e2e_step(run: TaskRun, label: str) -> None:
     try:
         await _blocking(producer.list_topics, topic, 10)
         early = await settle_group(run, consumer, membership, int(run.p["partitions"]), timeout)
-        start = await run.barrier.common_start()
+        start = await run.barrier.start_after_last_gather()
         usage = Usage(run)
 
         def consume_stamped() -> None:
@@ -430,8 +438,7 @@ async def e2e_step(run: TaskRun, label: str) -> None:
         sent = await _blocking(produce_paced, producer, topic, rate, start, end, pad, warm)
         delivered, failed = await _blocking(flush, producer, sent, delivery)
         produce_end = time.perf_counter()
-        produced = sum(int(n) for n in await run.barrier.gather(str(delivered)))
-        await all_consumed(run, produced, lambda: len(stamps) + early, timeout)
+        await all_consumed(run, delivered, lambda: len(stamps) + early, timeout)
         stop.set()
         await consuming
         usage.record()
@@ -448,7 +455,6 @@ async def e2e_step(run: TaskRun, label: str) -> None:
                 produced_ns / 1e9 - EPOCH_OFFSET,
                 consumed_ns / 1e9 - EPOCH_OFFSET,
             )
-        await run.barrier.gather("consumed")
         server_memory(run)
     finally:
         stop.set()

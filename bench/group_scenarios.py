@@ -196,14 +196,20 @@ async def _timed_steps(
     sims: list[Sim],
     op: Callable[[Sim], Awaitable[None]],
     steps: list[tuple[str, float | None]] | None = None,
+    just_gathered: bool = False,
 ) -> None:
     """Run `op` per member back to back, then at each fixed aggregate rate, for a duration
     each (or the (label, rate) `steps` given; rate None: back to back); server CPU seconds
-    per step are recorded when the server is on this host."""
+    per step are recorded when the server is on this host. Each step starts from the
+    previous step's closing gather (or the caller's, `just_gathered`): one Spark allGather
+    less per step."""
     duration = float(run.p.get("duration_s", 5))
     total = int(run.p["members"])
-    for label, rate in _rate_steps(run) if steps is None else steps:
-        start = await run.barrier.common_start()
+    for n, (label, rate) in enumerate(_rate_steps(run) if steps is None else steps):
+        if n or just_gathered:
+            start = await run.barrier.start_after_last_gather()
+        else:
+            start = await run.barrier.common_start()
         deadline = start + duration
         cpu0 = cpu_seconds(run.plan.server_pid) if run.plan.server_pid else None
         # This task's own CPU: a client near one full core means the load generator, not
@@ -324,7 +330,7 @@ async def head_to_head(run: TaskRun) -> None:
 
     await _timed_steps(run, sims, beat, [("heartbeat", None)])
     committer = Committer(sims)
-    await _timed_steps(run, sims, committer, [("commit", None)])
+    await _timed_steps(run, sims, committer, [("commit", None)], just_gathered=True)
     await verify_offsets(run, sims, committer)
     await run.barrier.gather("verified")
     await run.leave_all()

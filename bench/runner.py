@@ -170,7 +170,9 @@ def check_cluster(spark: Any, o: dict[str, Any], log: Callable[[str], None]) -> 
     slots = wait_for_slots(sc, tasks, timeout, log)
     # Local workers run this very interpreter, which has imported the tasks' code already.
     if not local or sc.pythonExec != sys.executable:
-        probe_executors(sc, slots, log)
+        # The data scenario's clients are imported only when its steps run.
+        extra = ("confluent_kafka",) if o["scenario"] == "data" else ()
+        probe_executors(sc, slots, log, extra=extra)
     return tasks
 
 

@@ -127,6 +127,7 @@ class Barrier:
         self._ctx: Any = None
         self._lag = 0.0  # the most this task's allGather answers came after the last call
         self._lags: list[float] = []  # every task's, as of the last gather
+        self._calls: list[float] = []  # when each task called the last gather (epoch s)
         if tasks > 1:
             from pyspark import BarrierTaskContext
 
@@ -134,6 +135,7 @@ class Barrier:
 
     async def gather(self, message: str) -> list[str]:
         if self._ctx is None:
+            self._calls = [time.time()]
             return [message]
         stamped = f"{time.time()!r}|{self._lag!r}|{message}"
         # Blocking call: a thread keeps the loop (and the members' heartbeats) running.
@@ -144,6 +146,7 @@ class Barrier:
         parts = [a.split("|", 2) for a in answers]
         self._lag = max(self._lag, answered - max(float(p[0]) for p in parts))
         self._lags = [float(p[1]) for p in parts]
+        self._calls = [float(p[0]) for p in parts]
         return [p[2] for p in parts]
 
     def lead(self) -> float:
@@ -156,9 +159,13 @@ class Barrier:
 
     async def common_start(self) -> float:
         """A perf_counter instant shortly after every task got here; sleeps until it."""
-        stamps = await self.gather(repr(time.time()))
-        start_epoch = max(float(s) for s in stamps) + self.lead()
-        start = start_epoch - EPOCH_OFFSET
+        await self.gather("start")
+        return await self.start_after_last_gather()
+
+    async def start_after_last_gather(self) -> float:
+        """common_start without a gather of its own: the one just made is the rendezvous
+        (a scenario that gathers anyway saves Spark's second of lag)."""
+        start = max(self._calls) + self.lead() - EPOCH_OFFSET
         await asyncio.sleep(max(0.0, start - time.perf_counter()))
         return start
 
