@@ -35,7 +35,7 @@ from typing import Any, TypeVar
 
 from minicoord.bench.proc_stats import cpu_seconds, host_busy_seconds, memory_kib
 from minicoord.bench.task_run import TaskRun
-from minicoord.clients.timings import EPOCH_OFFSET
+from minicoord.clients.timings import EPOCH_OFFSET, KIND_MARK
 
 KIND_TOTAL = "total"  # a task's totals over a step: value = records, error = failed records
 STAMP = struct.Struct(">q")  # wall clock (ns) at produce(): the first 8 bytes of an e2e record
@@ -142,20 +142,34 @@ def make_producer(run: TaskRun, delivery: Delivery) -> Any:
 
 class Membership:
     """A consumer's partitions as its rebalance callbacks leave them; paused as they are
-    assigned when the step starts all consumers together."""
+    assigned until the step starts all consumers together (`pause` off from then on: a
+    rebalance mid-step must not freeze the partitions it hands over)."""
 
     def __init__(self, pause: bool) -> None:
         self.pause = pause
         self.assigned: list[Any] = []
+        self.events: list[tuple[str, float, int]] = []  # (callback, perf_counter, partitions)
 
     def on_assign(self, consumer: Any, partitions: list[Any]) -> None:
         consumer.assign(partitions)
         if self.pause:
             consumer.pause(partitions)
         self.assigned = list(partitions)
+        self.events.append(("assigned", time.perf_counter(), len(partitions)))
 
     def on_revoke(self, consumer: Any, partitions: list[Any]) -> None:
         self.assigned = []
+        self.events.append(("revoked", time.perf_counter(), len(partitions)))
+
+    def rebalances(self, start: float, end: float) -> int:
+        """Assignments received between `start` and `end`: after the group had settled, so
+        each is a rebalance in the middle of the measure."""
+        return sum(1 for name, at, _ in self.events if name == "assigned" and start < at <= end)
+
+    def record(self, run: TaskRun) -> None:
+        """Each callback as a mark row: when a rebalance came, and what it moved."""
+        for name, at, n in self.events:
+            run.recorder.add(KIND_MARK, name, member=run.plan.task, t0=at, value=n)
 
 
 def make_consumer(run: TaskRun, group: str, topic: str, membership: Membership) -> Any:
@@ -233,32 +247,37 @@ async def settle_group(
     """Poll until every task's consumer holds partitions and together they hold all of
     them: one generation, every member in it. Records polled meanwhile (none, as the
     partitions are paused or the topic is empty) are counted and returned. The last gather
-    can serve as the common start (`Barrier.start_after_last_gather`)."""
-    early = 0
-    deadline = time.perf_counter() + timeout
+    can serve as the common start (`Barrier.start_after_last_gather`).
 
-    def poll_a_while() -> int:
-        got = 0
-        until = time.perf_counter() + JOIN_POLL_S
-        while time.perf_counter() < until:
+    A thread polls all along, gathers included: librdkafka hands an assignment to the
+    application only from a poll, and a gather takes Spark most of a second."""
+    deadline = time.perf_counter() + timeout
+    early = [0]
+    settled = threading.Event()
+
+    def poll_until_settled() -> None:
+        while not settled.is_set():
             message = consumer.poll(JOIN_POLL_S / 5)
             if message is not None and not message.error():
-                got += 1
-        return got
+                early[0] += 1
 
-    for _ in range(int(timeout / JOIN_POLL_S) + 2):
-        early += await _blocking(poll_a_while)
-        expired = time.perf_counter() > deadline
-        # Every task decides from the same gathered answers, so all leave the loop together.
-        answers = [
-            a.split(",")
-            for a in await run.barrier.gather(f"{len(membership.assigned)},{int(expired)}")
-        ]
-        held = [int(n) for n, _ in answers]
-        if min(held) > 0 and sum(held) == partitions:
-            return early
-        if any(flag == "1" for _, flag in answers):
-            break
+    polling = asyncio.ensure_future(_blocking(poll_until_settled))
+    held: list[int] = []
+    try:
+        for _ in range(int(timeout / JOIN_POLL_S) + 2):
+            await asyncio.sleep(JOIN_POLL_S)
+            expired = time.perf_counter() > deadline
+            # Every task decides from the same gathered answers: all leave the loop together.
+            mine = f"{len(membership.assigned)},{int(expired)}"
+            answers = [a.split(",") for a in await run.barrier.gather(mine)]
+            held = [int(n) for n, _ in answers]
+            if min(held) > 0 and sum(held) == partitions:
+                return early[0]
+            if any(flag == "1" for _, flag in answers):
+                break
+    finally:
+        settled.set()
+        await polling
     raise RuntimeError(
         f"the consumer group did not hold all {partitions} partitions within {timeout:.0f} s "
         f"(partitions per task: {held})"
@@ -348,6 +367,7 @@ async def consume_step(run: TaskRun, label: str) -> None:
         usage = Usage(run)
 
         def consume_all() -> tuple[int, int, float]:
+            membership.pause = False
             consumer.resume(assigned)
             # librdkafka wakes the broker thread of a resumed partition only on its next
             # one-second timer; a request for that broker (ListOffsets) wakes it now.
@@ -369,6 +389,12 @@ async def consume_step(run: TaskRun, label: str) -> None:
         _total(run, "consume", start, last, got, errors)
         short = await _blocking(partitions_short, consumer, assigned, marks)
         run.recorder.add(KIND_TOTAL, "consume_expected", value=expected, error=short)
+        rebalances = membership.rebalances(start, time.perf_counter())
+        run.recorder.add(KIND_TOTAL, "consume_rebalances", value=rebalances, error=rebalances)
+        membership.record(run)
+        # Every member stays until all are done: one leaving early would rebalance the group
+        # under the others' feet.
+        await run.barrier.gather("consumed")
         server_memory(run)
     finally:
         await _blocking(consumer.close)
@@ -377,24 +403,28 @@ async def consume_step(run: TaskRun, label: str) -> None:
 
 async def all_consumed(
     run: TaskRun, delivered: int, count: Callable[[], int], timeout: float
-) -> None:
+) -> float:
     """Wait until the consumers of every task together hold as many records as all
     producers had acknowledged (`delivered`: this task's), or `timeout`. The counts travel
     by allGather, so no consumer has to ask the server for its partitions' ends: librdkafka
     would queue that request behind its long-polling Fetch on the same connection, half a
-    second each."""
+    second each. Returns when this task made the call that found them all: Spark answers
+    some tasks most of a second before others, and those may leave the group meanwhile."""
     deadline = time.perf_counter() + timeout
+    asked = time.perf_counter()
     # The last records were acknowledged a moment ago: let them arrive before the first
     # gather (each takes Spark most of a second).
     await asyncio.sleep(ALL_CONSUMED_POLL_S)
     for _ in range(int(timeout / ALL_CONSUMED_POLL_S) + 2):
-        expired = time.perf_counter() > deadline
+        asked = time.perf_counter()
+        expired = asked > deadline
         answers = await run.barrier.gather(f"{delivered},{count()},{int(expired)}")
         parts = [a.split(",") for a in answers]
         produced = sum(int(d) for d, _, _ in parts)
         if sum(int(c) for _, c, _ in parts) >= produced or any(f == "1" for _, _, f in parts):
-            return
+            return asked
         await asyncio.sleep(ALL_CONSUMED_POLL_S)
+    return asked
 
 
 async def e2e_step(run: TaskRun, label: str) -> None:
@@ -438,12 +468,16 @@ async def e2e_step(run: TaskRun, label: str) -> None:
         sent = await _blocking(produce_paced, producer, topic, rate, start, end, pad, warm)
         delivered, failed = await _blocking(flush, producer, sent, delivery)
         produce_end = time.perf_counter()
-        await all_consumed(run, delivered, lambda: len(stamps) + early, timeout)
+        # From then on a member that is done may leave: the rest must not count its leaving.
+        consumed_all = await all_consumed(run, delivered, lambda: len(stamps) + early, timeout)
         stop.set()
         await consuming
         usage.record()
         _total(run, "produce", start, produce_end, delivered, failed)
         _total(run, "consume", start, last[0] or start, len(stamps) + early, errors[0])
+        rebalances = membership.rebalances(start, consumed_all)
+        run.recorder.add(KIND_TOTAL, "consume_rebalances", value=rebalances, error=rebalances)
+        membership.record(run)
         run.gauge("offered_rate", float(run.p["step_rate"]), start, end)
         for produced_ns, consumed_ns in stamps:
             if produced_ns < 0:

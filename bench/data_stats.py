@@ -100,6 +100,9 @@ def data_stats(df: Any, ops: list[dict[str, Any]], record_bytes: int) -> dict[st
             entry["consume_errors"] = int(consumed["failed"])
             entry["consume_records_per_s"] = rounded(rate, 0)
             entry["consume_mb_per_s"] = rounded(rate * record_bytes / MB, 1) if rate else None
+        rebalanced = totals.get((target, step, "consume_rebalances"))
+        if rebalanced:
+            entry["rebalances_during_step"] = int(rebalanced["records"])
         latency = e2e.get((target, step))
         if latency:
             entry["offered_per_s"] = (gauges.get((target, step, "offered_rate")) or {}).get("max")
@@ -119,6 +122,15 @@ def data_stats(df: Any, ops: list[dict[str, Any]], record_bytes: int) -> dict[st
             g = gauges.get((target, step, name))
             if g:
                 entry[key] = rounded(g["cores_max"], 2)
+        if {"host_busy_cores", "server_cpu_cores", "client_cpu_cores_all_tasks"} <= entry.keys():
+            # What the machine spent beyond the server and the tasks: Spark's JVM, other
+            # processes. Large, and neither side of the comparison had the machine alone.
+            entry["other_busy_cores"] = rounded(
+                entry["host_busy_cores"]
+                - entry["server_cpu_cores"]
+                - entry["client_cpu_cores_all_tasks"],
+                2,
+            )
         for name in (
             "server_rss_before",
             "server_rss",

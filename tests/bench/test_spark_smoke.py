@@ -168,6 +168,7 @@ def test_data_against_minicoord_and_a_second_server(
         assert produce["records_produced"] == consume["records_consumed"] == 3000
         assert produce["produce_failed"] == consume["consume_errors"] == 0
         assert consume["verified"] is True and e2e["verified"] is True
+        assert consume["rebalances_during_step"] == e2e["rebalances_during_step"] == 0
         rate = produce["produce_records_per_s"]
         assert rate > 0 and produce["produce_mb_per_s"] == pytest.approx(rate * 200 / 1e6, 0.01)
         assert consume["consume_records_per_s"] > 0
