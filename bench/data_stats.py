@@ -122,15 +122,6 @@ def data_stats(df: Any, ops: list[dict[str, Any]], record_bytes: int) -> dict[st
             g = gauges.get((target, step, name))
             if g:
                 entry[key] = rounded(g["cores_max"], 2)
-        if {"host_busy_cores", "server_cpu_cores", "client_cpu_cores_all_tasks"} <= entry.keys():
-            # What the machine spent beyond the server and the tasks: Spark's JVM, other
-            # processes. Large, and neither side of the comparison had the machine alone.
-            entry["other_busy_cores"] = rounded(
-                entry["host_busy_cores"]
-                - entry["server_cpu_cores"]
-                - entry["client_cpu_cores_all_tasks"],
-                2,
-            )
         for name in (
             "server_rss_before",
             "server_rss",
