@@ -14,7 +14,7 @@ import random
 import time
 from collections.abc import Awaitable, Callable
 
-from minicoord.bench.proc_stats import cpu_seconds, rss_kib
+from minicoord.bench.proc_stats import cpu_seconds, host_busy_seconds, rss_kib
 from minicoord.bench.task_run import Sim, TaskRun
 from minicoord.clients.member import GroupMember, MemberError
 from minicoord.clients.timings import KIND_PHASE
@@ -215,6 +215,8 @@ async def _timed_steps(
         # This task's own CPU: a client near one full core means the load generator, not
         # the server, set the pace of this step.
         client_cpu0 = time.process_time()
+        # The whole machine's busy cores: near all of them, nobody had a core to spare.
+        host0 = host_busy_seconds() if run.plan.task == 0 else None
 
         async def drive(
             sim: Sim, rate: float | None = rate, start: float = start, deadline: float = deadline
@@ -247,6 +249,9 @@ async def _timed_steps(
                 run.gauge("server_cpu_s", cpu1 - cpu0, start, end)
         run.gauge("offered_rate", rate or 0.0, start, end)
         run.gauge("client_cpu_s", time.process_time() - client_cpu0, start, end)
+        host1 = host_busy_seconds() if host0 is not None else None
+        if host0 is not None and host1 is not None:
+            run.gauge("host_busy_s", host1 - host0, start, end)
         await run.barrier.gather(f"{label} done")
         run.emit(label)
 

@@ -34,6 +34,7 @@ def rate_steps(df: Any, ops: list[dict[str, Any]], op_name: str) -> list[dict[st
         # The busiest task's CPU: near 1.0 core, the load generator set the pace.
         client_max = gauges.get((*key, "client_cpu_s"))
         client_sum = sums.get((*key, "client_cpu_s"))
+        host = gauges.get((*key, "host_busy_s"))
         entry = {
             "target": o["target"],
             "step": o["step"],
@@ -50,6 +51,7 @@ def rate_steps(df: Any, ops: list[dict[str, Any]], op_name: str) -> list[dict[st
             "client_cpu_cores_all_tasks": (
                 rounded(client_sum / span, 2) if client_sum and span else None
             ),
+            "host_busy_cores": rounded(host / span, 2) if host is not None and span else None,
         }
         out.append(entry)
     return out

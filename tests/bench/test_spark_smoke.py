@@ -126,6 +126,9 @@ def test_heartbeat_against_minicoord_and_the_echo_ceiling(spark: Any, tmp_path: 
     }
     # The bench started both servers, so it read their CPU time.
     assert all(s["per_server_cpu_second"] for s in steps if s["step"] == "back-to-back")
+    # ...and every task's own CPU, and the machine's busy cores, beside each step's rate.
+    assert all(s["client_cpu_cores_all_tasks"] > 0 for s in steps)
+    assert all(s["host_busy_cores"] is not None for s in steps)
     ratios = {(r["versus"], r["step"]): r for r in summary["ratios"] if r["op"] == "Heartbeat"}
     assert ratios[("echo", "back-to-back")]["rate_ratio"] > 0
     assert_plots(out)
