@@ -10,7 +10,8 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
-from minicoord.bench.data_scenario import STAMP, produce_paced, task_share
+from minicoord.bench.data_scenario import task_share
+from minicoord.bench.rdkafka_clients import STAMP, produce_paced
 from minicoord.bench.targets import Target, prepare_topic
 from minicoord.bench.tasks import ROW_FIELDS, TaskPlan, run_plan
 from minicoord.server.process import ServerProcess
