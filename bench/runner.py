@@ -279,4 +279,5 @@ def run(o: dict[str, Any], console: Console | None = None) -> dict[str, Any]:
         if spark is not None and owns_session:
             spark.stop()
         for t in targets:
-            t.stop()
+            if t.stop(out):
+                log(f"{t.label} logged warnings or errors: see {out / (t.label + '-server.log')}")

@@ -38,11 +38,18 @@ class Target:
     def pid(self) -> int | None:
         return self.process.proc.pid if self.process is not None else self.other_pid
 
-    def stop(self) -> None:
+    def stop(self, out: Path | None = None) -> str:
+        """Stop what the bench started; the server's log (it runs at WARNING: whatever it
+        says is worth reading), also written to `out`/LABEL-server.log when there is any."""
+        text = ""
         if self.process is not None:
             self.process.stop()
+            text = self.process.log
+            if text and out is not None:
+                (out / f"{self.label}-server.log").write_text(text)
         if self.scratch_dir is not None:
             shutil.rmtree(self.scratch_dir, ignore_errors=True)
+        return text
 
 
 def raise_nofile_limit() -> None:
