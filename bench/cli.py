@@ -13,7 +13,17 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
-SCENARIOS = ("cold-join", "join-scaling", "rejoin", "churn", "heartbeat", "commit", "scale")
+SCENARIOS = (
+    "cold-join",
+    "join-scaling",
+    "rejoin",
+    "churn",
+    "heartbeat",
+    "commit",
+    "scale",
+    "head-to-head",
+    "data",
+)
 
 # Defaults that differ by scenario (None in the parser means "take it from here").
 DEFAULTS: dict[str, dict[str, Any]] = {
@@ -24,6 +34,8 @@ DEFAULTS: dict[str, dict[str, Any]] = {
     "heartbeat": {"members": 1000, "duration_s": 5.0},
     "commit": {"members": 100, "duration_s": 5.0},
     "scale": {"steps": [1000, 5000, 10000], "hold_s": 10.0},
+    "head-to-head": {"members": 100, "duration_s": 5.0, "compare_rounds": 3},
+    "data": {"rates": [10_000], "duration_s": 5.0},
 }
 COMMON = {
     "groups": 1,
@@ -33,7 +45,10 @@ COMMON = {
     "heartbeat_interval_ms": 3000,
     "rounds": 3,
     "hold_s": 10.0,
+    "rates": [],
+    "compare_rounds": 1,
 }
+DATA_PARTITIONS = 16
 
 
 def _ints(text: str) -> list[int]:
@@ -56,6 +71,24 @@ def _cpus(text: str) -> list[int]:
     if not values or min(values) < 0:
         raise argparse.ArgumentTypeError(f"expected CPU numbers, e.g. 0 or 0,1: {text!r}")
     return values
+
+
+_BYTE_UNITS = {"": 1, "K": 1000, "M": 1000**2, "G": 1000**3, "KI": 1024, "MI": 1024**2}
+_BYTE_UNITS["GI"] = 1024**3
+
+
+def _bytes(text: str) -> int:
+    """A byte count: 1073741824, 1GiB, 512MiB, 100MB, 64KiB."""
+    t = text.strip().upper().removesuffix("B")
+    number = t.rstrip("KMGI")
+    unit = t[len(number) :]
+    try:
+        value = int(float(number) * _BYTE_UNITS[unit])
+    except (ValueError, KeyError):
+        raise argparse.ArgumentTypeError(f"expected a byte count like 1GiB: {text!r}") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"expected a byte count like 1GiB: {text!r}")
+    return value
 
 
 def _pair(text: str) -> tuple[str, str]:
@@ -89,8 +122,15 @@ def build_parser() -> argparse.ArgumentParser:
     )
     target.add_argument(
         "--server-data-dir",
-        help="data dir of the server the bench starts "
-        "(default: in memory; a temporary log for `commit`)",
+        help="data dir of the server the bench starts, kept afterwards "
+        "(default: see --server-storage)",
+    )
+    target.add_argument(
+        "--server-storage",
+        choices=["memory", "log"],
+        help="the server the bench starts keeps everything in memory (--in-memory), or "
+        "writes its log to a folder under --out removed at the end (default: log for "
+        "commit and data, memory otherwise)",
     )
     target.add_argument(
         "--compare",
@@ -102,6 +142,21 @@ def build_parser() -> argparse.ArgumentParser:
         "--compare-bootstrap",
         metavar="HOST:PORT",
         help="also run against this Kafka-protocol server and report ratios",
+    )
+    target.add_argument(
+        "--compare-pid",
+        type=int,
+        metavar="PID",
+        help="process id of the --compare-bootstrap server when it runs on this host: its "
+        "CPU and memory are then read from /proc as minicoord's are",
+    )
+    target.add_argument(
+        "--compare-rounds",
+        type=int,
+        metavar="R",
+        help="run every job R times, the targets taking turns round by round (minicoord, "
+        "other, minicoord, ...); summary.json then holds each round's ratios and their "
+        "median (head-to-head: 3, others: 1)",
     )
     target.add_argument(
         "--server-cpus",
@@ -122,7 +177,13 @@ def build_parser() -> argparse.ArgumentParser:
         "--members",
         type=int,
         help="members per group (cold-join: 10, churn: "
-        "10, rejoin: 100); total members (heartbeat: 1000, commit: 100)",
+        "10, rejoin: 100); total members (heartbeat: 1000, commit and head-to-head: 100)",
+    )
+    load.add_argument(
+        "--join-members",
+        type=int,
+        default=1000,
+        help="head-to-head: the size of the group whose join is timed (1000)",
     )
     load.add_argument(
         "--group-size", type=int, help="members per group in heartbeat, commit, scale (100)"
@@ -140,14 +201,13 @@ def build_parser() -> argparse.ArgumentParser:
     load.add_argument(
         "--rates",
         type=_ints,
-        default=[],
-        help="heartbeat/commit: also run at "
-        "these fixed aggregate rates per second, e.g. 5000,10000,20000",
+        help="heartbeat/commit: also run at these fixed aggregate rates per second, e.g. "
+        "5000,10000,20000; data: the produce rates of the end-to-end latency steps (10000)",
     )
     load.add_argument(
         "--no-back-to-back",
         action="store_true",
-        help="heartbeat/commit: skip the back-to-back step",
+        help="heartbeat/commit: skip the back-to-back step; data: skip produce and consume",
     )
     load.add_argument("--hold-s", type=float, help="scale: seconds each wave is held (10)")
     load.add_argument(
@@ -166,10 +226,44 @@ def build_parser() -> argparse.ArgumentParser:
         help="start members evenly over this window instead of all at once",
     )
 
+    data = p.add_argument_group("records (data)")
+    data.add_argument(
+        "--records",
+        type=int,
+        default=1_000_000,
+        help="records the produce step writes and the consume step reads (1000000)",
+    )
+    data.add_argument("--record-bytes", type=int, default=1024, help="record value size (1024)")
+    data.add_argument(
+        "--fill-bytes",
+        type=_bytes,
+        default=0,
+        help="first produce this much (e.g. 1GiB) into a topic of its own, then read the "
+        "server's RSS (off)",
+    )
+    data.add_argument(
+        "--producer-config",
+        action="append",
+        default=[],
+        type=_pair,
+        metavar="KEY=VALUE",
+        help="a librdkafka producer setting over its defaults; repeatable",
+    )
+    data.add_argument(
+        "--consumer-config",
+        action="append",
+        default=[],
+        type=_pair,
+        metavar="KEY=VALUE",
+        help="a librdkafka consumer setting over its defaults; repeatable",
+    )
+
     member = p.add_argument_group("members")
     member.add_argument("--topic", default="bench", help="the topic members subscribe to (bench)")
     member.add_argument(
-        "--partitions", type=int, help="its partitions (default: the largest group size)"
+        "--partitions",
+        type=int,
+        help=f"its partitions (default: the largest group size; data: {DATA_PARTITIONS})",
     )
     member.add_argument("--assignor", choices=["range", "roundrobin"], default="range")
     member.add_argument("--static", action="store_true", help="static members (group.instance.id)")
@@ -226,6 +320,8 @@ def options(args: argparse.Namespace) -> dict[str, Any]:
         if o.get(key) is None:
             o[key] = value
     o["server_config"] = dict(args.server_config)
+    o["producer_config"] = dict(args.producer_config)
+    o["consumer_config"] = dict(args.consumer_config)
     o["back_to_back"] = not args.no_back_to_back
     if o["out"] is None:
         o["out"] = f"./bench-results/{args.scenario}-{time.strftime('%Y%m%d-%H%M%S')}"
@@ -236,6 +332,7 @@ def options(args: argparse.Namespace) -> dict[str, Any]:
             "join-scaling": o["sizes"],
             "rejoin": [o["members"] + o["rounds"]],
             "churn": [o["members"]],
+            "data": [DATA_PARTITIONS],
         }.get(args.scenario, [min(o["group_size"], o["members"])])
         o["partitions"] = max(sizes)
     if args.scenario == "scale":
@@ -262,7 +359,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         for g in summary["results"].get("groups", [])
         if g["assignment_violations"] or g["groups_with_failures"]
     ]
-    return 1 if failed else 0
+    # Records lost, failed or read twice fail a data run as a broken assignment fails a join.
+    lost = summary["results"].get("records_verified") is False
+    return 1 if failed or lost else 0
 
 
 if __name__ == "__main__":

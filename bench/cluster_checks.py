@@ -12,6 +12,7 @@ this module, so this module imports nothing beyond the standard library at modul
 
 from __future__ import annotations
 
+import functools
 import importlib
 import platform
 import re
@@ -115,15 +116,19 @@ def wait_for_slots(sc: Any, tasks: int, timeout_s: float, log: Callable[[str], N
 # -- the executors' Python -----------------------------------------------------------------
 
 
-def probe_python(_: Iterable[Any]) -> Iterator[ProbeResult]:
-    """Runs in an executor's Python worker: which interpreter, and what it cannot import."""
+def probe_python(_: Iterable[Any], extra: tuple[str, ...] = ()) -> Iterator[ProbeResult]:
+    """Runs in an executor's Python worker: which interpreter, and what it cannot import of
+    the tasks' code and of `extra` (modules a scenario imports only when it runs)."""
     missing = ""
-    try:
-        importlib.import_module(TASK_MODULE)
-    except ImportError as exc:
-        missing = f"{exc.name or TASK_MODULE}: {exc}"
-    except Exception as exc:  # a module that imports but breaks (an incompatible version)
-        missing = f"{TASK_MODULE}: {type(exc).__name__}: {exc}"
+    for module in (TASK_MODULE, *extra):
+        try:
+            importlib.import_module(module)
+        except ImportError as exc:
+            missing = f"{exc.name or module}: {exc}"
+        except Exception as exc:  # a module that imports but breaks (an incompatible version)
+            missing = f"{module}: {type(exc).__name__}: {exc}"
+        if missing:
+            break
     try:
         importlib.import_module("uvloop")
         has_uvloop = True
@@ -152,7 +157,11 @@ def failure_reason(exc: BaseException) -> str:
 
 
 def probe_executors(
-    sc: Any, partitions: int, log: Callable[[str], None], timeout_s: float = PROBE_TIMEOUT_S
+    sc: Any,
+    partitions: int,
+    log: Callable[[str], None],
+    timeout_s: float = PROBE_TIMEOUT_S,
+    extra: tuple[str, ...] = (),
 ) -> list[ProbeResult]:
     """A small non-barrier job, one task per slot so that it reaches every executor, that
     imports what the tasks import; ClusterNotReady names the interpreter and the module."""
@@ -164,7 +173,8 @@ def probe_executors(
     def job() -> None:
         sc.setJobGroup(group, "minicoord bench: the executors' Python", interruptOnCancel=True)
         try:
-            rdd = sc.parallelize(range(partitions), partitions).mapPartitions(probe_python)
+            probe = functools.partial(probe_python, extra=extra)
+            rdd = sc.parallelize(range(partitions), partitions).mapPartitions(probe)
             results.extend(ProbeResult(*r) for r in rdd.collect())
         except BaseException as exc:
             failure.append(exc)
@@ -193,7 +203,8 @@ def probe_executors(
             f"the executors' Python {r.executable} (Python {r.version} on {r.host}) cannot "
             f"import {module!r} ({r.missing.split(': ', 1)[-1]}), which the tasks need. "
             "Install minicoord with its bench extra (pip install 'minicoord[bench]', which "
-            "brings kafka-python and uvloop) into that interpreter on every worker, or point "
+            "brings kafka-python, uvloop and confluent-kafka) into that interpreter on every "
+            "worker, or point "
             "PYSPARK_PYTHON at one that has it."
         )
     for r in sorted({r for r in results if not r.uvloop}):

@@ -10,12 +10,13 @@ from __future__ import annotations
 import json
 import os
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 from minicoord.bench.cli import main
+from minicoord.server.process import ServerProcess
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 
@@ -125,6 +126,9 @@ def test_heartbeat_against_minicoord_and_the_echo_ceiling(spark: Any, tmp_path: 
     }
     # The bench started both servers, so it read their CPU time.
     assert all(s["per_server_cpu_second"] for s in steps if s["step"] == "back-to-back")
+    # ...and every task's own CPU, and the machine's busy cores, beside each step's rate.
+    assert all(s["client_cpu_cores_all_tasks"] > 0 for s in steps)
+    assert all(s["host_busy_cores"] is not None for s in steps)
     ratios = {(r["versus"], r["step"]): r for r in summary["ratios"] if r["op"] == "Heartbeat"}
     assert ratios[("echo", "back-to-back")]["rate_ratio"] > 0
     assert_plots(out)
@@ -141,3 +145,95 @@ def test_more_tasks_than_local_slots_fail_at_once(
     assert "--tasks 3 needs 3 free task slots" in err
     assert "but Spark local[2] runs 2 at once" in err
     assert not (out / "raw.parquet").exists()
+
+
+def test_data_against_minicoord_and_a_second_server(
+    spark: Any, tmp_path: Path, server_factory: Callable[..., ServerProcess]
+) -> None:
+    other = server_factory()  # the compare target: another minicoord, in memory
+    out = tmp_path / "data"
+    argv = ["data", "--records", "3000", "--record-bytes", "200", "--fill-bytes", "100KiB"]
+    argv += ["--rates", "300", "--duration-s", "1", "--partitions", "4", "--tasks", "2"]
+    # A consumer that joins second learns of the rebalance from its next heartbeat.
+    argv += ["--consumer-config", "heartbeat.interval.ms=200"]
+    argv += ["--compare-bootstrap", other.bootstrap, "--compare-pid", str(other.proc.pid)]
+    assert main([*argv, "--out", str(out), "--no-progress"]) == 0
+
+    summary = json.loads((out / "summary.json").read_text())
+    results = summary["results"]
+    steps = ("fill", "produce", "consume", "e2e rate=300")
+    data = {(e["target"], e["step"]): e for e in results["data"]}
+    assert set(data) == {(t, s) for t in ("minicoord", "other") for s in steps}
+    assert results["records_verified"] is True
+    for target in ("minicoord", "other"):
+        fill, produce, consume, e2e = (data[(target, s)] for s in steps)
+        # Every record produced was acknowledged, then consumed once by the group.
+        assert produce["records_produced"] == consume["records_consumed"] == 3000
+        assert produce["produce_failed"] == consume["consume_errors"] == 0
+        assert consume["verified"] is True and e2e["verified"] is True
+        assert consume["rebalances_during_step"] == e2e["rebalances_during_step"] == 0
+        rate = produce["produce_records_per_s"]
+        assert rate > 0 and produce["produce_mb_per_s"] == pytest.approx(rate * 200 / 1e6, 0.01)
+        assert consume["consume_records_per_s"] > 0
+        # 1.5 s at 300/s, warm-up included; latencies from the 1 s after it.
+        assert 400 <= e2e["records_produced"] == e2e["records_consumed"] <= 460
+        assert 0 < e2e["e2e_p50_ms"] <= e2e["e2e_p99_ms"] <= e2e["e2e_max_ms"] < 60_000
+        assert e2e["offered_per_s"] == 300
+        # One process per task; the server's CPU and memory read from /proc (started by
+        # the bench, or named by --compare-pid).
+        assert len(produce["client_cpu_cores_by_task"]) == 2
+        assert produce["client_cpu_cores_all_tasks"] > 0 and produce["host_busy_cores"] is not None
+        assert produce["server_cpu_cores"] is not None
+        assert fill["fill_bytes"] >= 100 * 1024 and fill["records_produced"] == 512
+        assert min(fill["server_rss_before_mib"], fill["server_rss_settled_mib"]) > 10
+    ratios = {r["step"]: r for r in results["data_ratios"]}
+    assert ratios["produce"]["produce_rate_ratio"] > 0
+    assert ratios["consume"]["consume_rate_ratio"] > 0
+    assert ratios["e2e rate=300"]["e2e_p99_ratio"] > 0
+    e2e_ratio = op(summary, "e2e", "minicoord", "e2e rate=300")
+    assert e2e_ratio["count"] < data[("minicoord", "e2e rate=300")]["records_consumed"]
+    assert "## data_ratios" in (out / "results.md").read_text()
+    # The log the bench gave its own server is gone with it.
+    assert not (out / "server-data").exists()
+
+
+def test_head_to_head_alternates_targets_round_by_round(
+    spark: Any, tmp_path: Path, server_factory: Callable[..., ServerProcess]
+) -> None:
+    other = server_factory()
+    out = tmp_path / "h2h"
+    argv = ["head-to-head", "--members", "10", "--group-size", "5", "--join-members", "12"]
+    # One task: the rounds' order is the runner's, and Spark's allGather costs none.
+    argv += ["--duration-s", "0.5", "--compare-rounds", "2", "--tasks", "1"]
+    argv += ["--compare-bootstrap", other.bootstrap, "--out", str(out), "--no-progress"]
+    assert main(argv) == 0
+
+    summary = json.loads((out / "summary.json").read_text())
+    results = summary["results"]
+    table = results["head_to_head"]
+    for measure in ("Heartbeats/s", "OffsetCommits/s", "join: first JoinGroup -> all assigned, ms"):
+        rows = [r for r in table if r["measure"] == measure]
+        assert [r["round"] for r in rows] == [1, 2, "median"], measure
+        assert all(r["ratio"] > 0 and r["minicoord"] > 0 and r["other"] > 0 for r in rows)
+    assert results["offsets_verified"] is True
+    joins = [g for g in results["groups"] if g["step"].startswith("join")]
+    assert len(joins) == 4 and all(g["group_size"] == 12 for g in joins)
+    assert all(g["assignment_violations"] == 0 for g in results["groups"])
+    medians = {(m["step"], m["op"]): m for m in summary["ratio_medians"]}
+    assert medians[("heartbeat", "Heartbeat")]["rounds"] == 2
+
+    # Round by round, minicoord then the other target, never two rounds of one in a row.
+    df = spark.read.parquet(str(out / "raw.parquet"))
+    starts = (
+        df.filter("kind = 'request' and op = 'Heartbeat' and step like 'heartbeat #%'")
+        .groupBy("target", "step")
+        .min("start")
+        .collect()
+    )
+    order = [(r["target"], r["step"]) for r in sorted(starts, key=lambda r: r[2])]
+    assert order == [
+        ("minicoord", "heartbeat #1"),
+        ("other", "heartbeat #1"),
+        ("minicoord", "heartbeat #2"),
+        ("other", "heartbeat #2"),
+    ]
