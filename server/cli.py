@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import logging
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -83,7 +82,13 @@ def build_parser() -> argparse.ArgumentParser:
         "--log-level",
         default="INFO",
         choices=["DEBUG", "INFO", "WARNING", "ERROR"],
-        help="log level of the lines written to stderr (INFO)",
+        help="log level of the lines written to stderr (INFO); DEBUG adds the request log",
+    )
+    s.add_argument(
+        "--log-format",
+        default="text",
+        choices=["text", "json"],
+        help="text lines, or one JSON object per line (text)",
     )
 
     ctl = sub.add_parser("ctl", help="drive a running server's fault injection")
@@ -255,11 +260,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         return bench_main(rest)
     if rest:
         build_parser().error(f"unrecognized arguments: {' '.join(rest)}")
-    logging.basicConfig(
-        level=getattr(args, "log_level", "INFO"),
-        stream=sys.stderr,
-        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-    )
+    from minicoord.server.logfmt import configure
+
+    configure(getattr(args, "log_level", "INFO"), getattr(args, "log_format", "text"))
     if args.command == "ctl":
         return _ctl_command(args)
     if args.command == "log":
