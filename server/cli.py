@@ -143,6 +143,26 @@ def build_parser() -> argparse.ArgumentParser:
         help="minicoord (all, the default) or one logger, e.g. minicoord.requests",
     )
 
+    doctor = sub.add_parser(
+        "doctor",
+        help="connect as a client would: what a server advertises, and whether a client "
+        "configuration can work against it",
+    )
+    doctor.add_argument("bootstrap", metavar="HOST:PORT", help="a bootstrap server")
+    doctor.add_argument(
+        "-X",
+        dest="settings",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="a client config to check, as librdkafka/kcat name it, e.g. "
+        "group.protocol=consumer, security.protocol=SASL_SSL (repeatable)",
+    )
+    doctor.add_argument("--json", action="store_true", help="print the findings as JSON")
+    doctor.add_argument(
+        "--timeout", type=float, default=10.0, metavar="SECONDS", help="per request (10)"
+    )
+
     logcmd = sub.add_parser("log", help="inspect or maintain a data directory (server stopped)")
     logsub = logcmd.add_subparsers(dest="log_command", required=True)
     d = logsub.add_parser("dump", help="print each record decoded")
@@ -240,6 +260,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         from minicoord.server.ctl import run as ctl_run
 
         return ctl_run(args)
+    if args.command == "doctor":
+        from minicoord.clients.doctor import run as doctor_run
+
+        return doctor_run(args)
     if args.command == "log":
         try:
             return _log_command(args)
