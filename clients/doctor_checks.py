@@ -9,6 +9,7 @@ Each finding is a verdict ("ok", "cannot work", "warning", "not checked") with i
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -127,7 +128,8 @@ def check_settings(
     return out
 
 
-Rule = Any  # (Advertised, value, settings, extra) -> (verdict, reason)
+# (what is advertised, the setting's value, all settings, what else was learned) -> (verdict, why)
+Rule = Callable[[Advertised, str, dict[str, str], dict[str, Any]], tuple[str, str]]
 
 
 def _security(

@@ -304,11 +304,11 @@ def request_fields(
 
 def _topics(api_key: int, request: Any, broker: Broker | None) -> list[str]:
     if api_key == 68:  # ConsumerGroupHeartbeat: a subscription, sent when it changed
-        names = list(getattr(request, "subscribed_topic_names", None) or [])
+        subscribed = list(getattr(request, "subscribed_topic_names", None) or [])
         regex = getattr(request, "subscribed_topic_regex", None)
-        return names + ([f"/{regex}/"] if regex else [])
-    if api_key == 3 and not getattr(request, "topics", None):
-        return ["*"]  # Metadata for every topic
+        return subscribed + ([f"/{regex}/"] if regex else [])
+    if api_key == 3 and getattr(request, "topics", None) is None:
+        return ["*"]  # Metadata for every topic (v1+; v0 asks for all with an empty list)
     items = getattr(request, "topic_data", None) if api_key == 0 else None
     if items is None:
         items = getattr(request, "topics", None)

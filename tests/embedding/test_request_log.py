@@ -33,11 +33,14 @@ REQUESTS = "minicoord.requests"
 BURST = 20
 
 
-def request_records(caplog: pytest.LogCaptureFixture, api: str) -> list[logging.LogRecord]:
+def request_records(caplog: pytest.LogCaptureFixture, api: str) -> list[Any]:
+    """The request lines of one API: LogRecords carrying the line's fields as attributes."""
     return [
         r
         for r in caplog.records
-        if r.name == REQUESTS and getattr(r, "event", None) == "request" and r.api == api
+        if r.name == REQUESTS
+        and getattr(r, "event", None) == "request"
+        and getattr(r, "api", None) == api
     ]
 
 
@@ -150,7 +153,7 @@ async def test_refusals_are_logged_once_per_client_and_reason_in_a_burst(
             for _ in range(BURST):  # a version we do not serve: answered UNSUPPORTED_VERSION
                 answer = await asyncio.wait_for(client.request_raw(_at_version(heartbeat, 9), 2), 5)
                 assert struct.unpack_from(">h", answer, 9)[0] == 35
-        refusals = [r for r in caplog.records if r.name == REQUESTS]
+        refusals: list[Any] = [r for r in caplog.records if r.name == REQUESTS]
         assert [(r.levelno, r.client_id, r.api) for r in refusals] == [
             (logging.INFO, "looper", "UpdateFeatures"),
             (logging.INFO, "other", "UpdateFeatures"),
@@ -163,7 +166,7 @@ async def test_refusals_are_logged_once_per_client_and_reason_in_a_burst(
         # When the window has passed, the next one is logged with the count held back.
         server.broker.refusals.window_s = 0
         await _unserved(port, "looper")
-    last = [r for r in caplog.records if r.name == REQUESTS][-1]
+    last: Any = [r for r in caplog.records if r.name == REQUESTS][-1]
     assert last.held_back == BURST - 1
     assert f"{BURST - 1} more like it in the last 0 s not logged" in last.getMessage()
 
