@@ -88,6 +88,7 @@ class Broker:
         # request_log.refresh), so that off they cost the connection one attribute read.
         self.request_log: RequestLog | None = None
         self.refusals = Refusals()
+        self.coordinator.on_refusal = self.refusals.consumer_group_heartbeat
         self._metadata_log: PartitionLog | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._timer: asyncio.TimerHandle | None = None

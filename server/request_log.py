@@ -142,6 +142,21 @@ class Refusals:
         )
         return True
 
+    def consumer_group_heartbeat(
+        self, client_id: str, client_host: str, version: int, error: ErrorCode, message: str | None
+    ) -> None:
+        """The coordinator refused a ConsumerGroupHeartbeat (its hot path stays untouched:
+        this runs only in the branch that refuses)."""
+        if error in UNRECOVERABLE:
+            self.note(
+                client_host.lstrip("/"),
+                client_id,
+                "ConsumerGroupHeartbeat",
+                version,
+                error.name,
+                message,
+            )
+
     def _expire(self, now: float) -> None:
         windows = self._windows
         for key in [k for k, w in windows.items() if now - w.started >= self.window_s]:

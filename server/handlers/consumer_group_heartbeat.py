@@ -17,7 +17,6 @@ from minicoord.protocol.apis import SPECS
 from minicoord.protocol.consumer_group_apis import ConsumerGroupHeartbeatResponse
 from minicoord.server.coordinator.consumer.requests import HeartbeatOutcome, HeartbeatRequest
 from minicoord.server.handlers.base import Handler, RequestContext
-from minicoord.server.request_log import UNRECOVERABLE, refused
 
 API_KEY = 68
 Assignment = ConsumerGroupHeartbeatResponse.Assignment
@@ -51,8 +50,6 @@ def handle(ctx: RequestContext, request: Any) -> Any:
     )
 
     def build(outcome: HeartbeatOutcome) -> Any:
-        if outcome.error and outcome.error in UNRECOVERABLE:
-            refused(ctx, outcome.error, outcome.message)
         assignment = None
         if outcome.assignment is not None:
             assignment = Assignment(

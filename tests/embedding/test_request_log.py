@@ -23,6 +23,7 @@ from aiokafka.structs import OffsetAndMetadata, TopicPartition
 from kafka.protocol.consumer import HeartbeatRequest
 from kafka.protocol.metadata import ApiVersionsRequest
 from minicoord.clients.connection import ConnectionClosed, ProtocolClient
+from minicoord.protocol.consumer_group_apis import ConsumerGroupHeartbeatRequest
 from minicoord.server.app import Server
 from minicoord.server.config import Config
 from minicoord.server.process import start_server_process
@@ -153,12 +154,21 @@ async def test_refusals_are_logged_once_per_client_and_reason_in_a_burst(
             for _ in range(BURST):  # a version we do not serve: answered UNSUPPORTED_VERSION
                 answer = await asyncio.wait_for(client.request_raw(_at_version(heartbeat, 9), 2), 5)
                 assert struct.unpack_from(">h", answer, 9)[0] == 35
+            for _ in range(BURST):  # refused by the coordinator: an unknown server assignor
+                answer = await asyncio.wait_for(client.request(_joining("no-such-assignor"), 1), 5)
+                assert answer.error_code == 112  # UNSUPPORTED_ASSIGNOR
         refusals: list[Any] = [r for r in caplog.records if r.name == REQUESTS]
         assert [(r.levelno, r.client_id, r.api) for r in refusals] == [
             (logging.INFO, "looper", "UpdateFeatures"),
             (logging.INFO, "other", "UpdateFeatures"),
             (logging.INFO, "looper", "Heartbeat"),
+            (logging.INFO, "looper", "ConsumerGroupHeartbeat"),
         ], caplog.text
+        assert refusals[3].getMessage() == (
+            "refused ConsumerGroupHeartbeat v1 from 127.0.0.1 client_id=looper: "
+            "UNSUPPORTED_ASSIGNOR (ServerAssignor no-such-assignor is not supported. "
+            "Supported assignors: uniform, range.)"
+        )
         assert "API key 57 is not one minicoord serves" in refusals[0].getMessage()
         assert "connection closed" in refusals[0].getMessage()
         assert refusals[2].getMessage().startswith("refused Heartbeat v9 from 127.0.0.1:")
@@ -169,6 +179,22 @@ async def test_refusals_are_logged_once_per_client_and_reason_in_a_burst(
     last: Any = [r for r in caplog.records if r.name == REQUESTS][-1]
     assert last.held_back == BURST - 1
     assert f"{BURST - 1} more like it in the last 0 s not logged" in last.getMessage()
+
+
+def _joining(assignor: str) -> Any:
+    """A consumer-protocol member's first heartbeat (epoch 0) asking for a server assignor."""
+    return ConsumerGroupHeartbeatRequest(
+        group_id="g848",
+        member_id="m-1",
+        member_epoch=0,
+        instance_id=None,
+        rack_id=None,
+        rebalance_timeout_ms=30_000,
+        subscribed_topic_names=[TOPIC],
+        subscribed_topic_regex=None,
+        server_assignor=assignor,
+        topic_partitions=[],
+    )
 
 
 def _at_version(request: Any, version: int) -> bytes:
