@@ -1,6 +1,6 @@
 """A small HTTP endpoint on the event loop: Prometheus metrics, and the control API.
 
-Hand-rolled on asyncio streams rather than a framework: two routes sets, one request per
+Hand-rolled on asyncio streams rather than a framework: two route sets, one request per
 connection, and it runs on the server's own loop so a scrape or a control call never races
 the coordinator. Bound to loopback by default; it is a test and operator tool, not a service.
 """
@@ -8,16 +8,16 @@ the coordinator. Bound to loopback by default; it is a test and operator tool, n
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 from collections.abc import Callable
-from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
-from minicoord.server.faults import Controller
+from minicoord.server.control_api import control_routes
 from minicoord.server.metrics import Metrics
 
 log = logging.getLogger("minicoord.admin")
+
+__all__ = ["control_routes", "metrics_routes", "start_http"]
 
 Route = Callable[[dict[str, str]], tuple[int, str, bytes]]
 MAX_HEAD = 16 * 1024
@@ -28,48 +28,6 @@ def metrics_routes(metrics: Metrics) -> dict[tuple[str, str], Route]:
         return 200, "text/plain; version=0.0.4; charset=utf-8", metrics.render()
 
     return {("GET", "/metrics"): scrape}
-
-
-def control_routes(control: Controller) -> dict[tuple[str, str], Route]:
-    def action(fn: Callable[[dict[str, str]], Any]) -> Route:
-        def route(query: dict[str, str]) -> tuple[int, str, bytes]:
-            try:
-                result = fn(query)
-            except (KeyError, ValueError) as exc:
-                message = f"missing parameter {exc}" if isinstance(exc, KeyError) else str(exc)
-                body = json.dumps({"ok": False, "error": message})
-                return 400, "application/json", body.encode()
-            return 200, "application/json", json.dumps({"ok": True, "result": result}).encode()
-
-        return route
-
-    def opt_int(q: dict[str, str], name: str) -> int | None:
-        return int(q[name]) if name in q else None
-
-    return {
-        ("POST", "/rebalance"): action(lambda q: control.force_rebalance(q["group"])),
-        ("POST", "/expire"): action(lambda q: control.expire_member(q["group"], q["member"])),
-        ("POST", "/fail"): action(
-            lambda q: control.fail_next(
-                q["api"], int(q.get("count", "1")), q["error"], q.get("group"), q.get("client")
-            )
-        ),
-        ("POST", "/cut"): action(
-            lambda q: control.cut_connection(
-                q["api"], int(q.get("count", "1")), q.get("before", "false") != "true"
-            )
-        ),
-        ("POST", "/latency"): action(
-            lambda q: control.add_latency(q["api"], int(q["ms"]), opt_int(q, "duration_ms"))
-        ),
-        ("POST", "/moved"): action(
-            lambda q: control.coordinator_moved(int(q["duration_ms"]), q.get("group"))
-        ),
-        ("POST", "/loading"): action(
-            lambda q: control.coordinator_loading(int(q["duration_ms"]), q.get("group"))
-        ),
-        ("POST", "/clear"): action(lambda q: control.clear()),
-    }
 
 
 async def start_http(
@@ -90,7 +48,7 @@ async def start_http(
                 status, ctype, body = route(query)
         except (asyncio.IncompleteReadError, asyncio.LimitOverrunError, TimeoutError, ValueError):
             status, ctype, body = 400, "text/plain", b"bad request\n"
-        reason = {200: "OK", 400: "Bad Request", 404: "Not Found"}[status]
+        reason = {200: "OK", 400: "Bad Request", 404: "Not Found", 409: "Conflict"}[status]
         writer.write(
             f"HTTP/1.1 {status} {reason}\r\nContent-Type: {ctype}\r\n"
             f"Content-Length: {len(body)}\r\nConnection: close\r\n\r\n".encode()

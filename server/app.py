@@ -11,6 +11,7 @@ import time
 from collections.abc import Iterable
 from pathlib import Path
 
+from minicoord.server import request_log
 from minicoord.server.admin_http import control_routes, metrics_routes, start_http
 from minicoord.server.broker import Broker
 from minicoord.server.config import Config
@@ -76,6 +77,7 @@ class Server:
     async def start(self) -> None:
         loop = asyncio.get_running_loop()
         broker = self.broker
+        request_log.refresh(broker)
         self.logs.lock()
         broker.open_metadata()
         for name, partitions in self._initial_topics:

@@ -30,6 +30,7 @@ from minicoord.server.coordinator.timers import TimerQueue
 from minicoord.server.data.plane import DataPlane
 from minicoord.server.faults import Faults
 from minicoord.server.handlers import HandlerRegistry
+from minicoord.server.request_log import Refusals, RequestLog
 from minicoord.server.topics import (
     METADATA_TOPIC,
     OFFSETS_TOPIC,
@@ -83,6 +84,11 @@ class Broker:
         self.advertised = config.advertised_address()
         # Set by the server when metrics are on; the connection feeds it per request.
         self.metrics: Metrics | None = None
+        # The per-request DEBUG lines: None unless minicoord.requests is at DEBUG (see
+        # request_log.refresh), so that off they cost the connection one attribute read.
+        self.request_log: RequestLog | None = None
+        self.refusals = Refusals()
+        self.coordinator.on_refusal = self.refusals.consumer_group_heartbeat
         self._metadata_log: PartitionLog | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._timer: asyncio.TimerHandle | None = None

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import logging
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -83,14 +82,28 @@ def build_parser() -> argparse.ArgumentParser:
         "--log-level",
         default="INFO",
         choices=["DEBUG", "INFO", "WARNING", "ERROR"],
-        help="log level of the lines written to stderr (INFO)",
+        help="log level of the lines written to stderr (INFO); DEBUG adds the request log",
+    )
+    s.add_argument(
+        "--log-format",
+        default="text",
+        choices=["text", "json"],
+        help="text lines, or one JSON object per line (text)",
     )
 
-    ctl = sub.add_parser("ctl", help="drive a running server's fault injection")
+    ctl = sub.add_parser(
+        "ctl", help="inspect a running server's groups, inject faults, set its log level"
+    )
     ctl.add_argument(
         "--control", required=True, metavar="HOST:PORT", help="the server's --control-port"
     )
+    ctl.add_argument("--json", action="store_true", help="print the server's answer as JSON")
     actions = ctl.add_subparsers(dest="action", required=True)
+    actions.add_parser("groups", help="every group: type, state, members, generation, lag")
+    a = actions.add_parser(
+        "describe", help="a group's members, assignments, committed offsets and lag"
+    )
+    a.add_argument("group")
     a = actions.add_parser(
         "rebalance",
         help="force a rebalance of a group (consumer groups: a new epoch and target assignment)",
@@ -122,6 +135,33 @@ def build_parser() -> argparse.ArgumentParser:
         a.add_argument("duration_ms", type=int)
         a.add_argument("--group", help="only this group's partition (default: all)")
     actions.add_parser("clear", help="drop every injected fault")
+    a = actions.add_parser("log-level", help="set a log level of the running server")
+    a.add_argument("level", choices=["DEBUG", "INFO", "WARNING", "ERROR"], type=str.upper)
+    a.add_argument(
+        "--logger",
+        default="minicoord",
+        help="minicoord (all, the default) or one logger, e.g. minicoord.requests",
+    )
+
+    doctor = sub.add_parser(
+        "doctor",
+        help="connect as a client would: what a server advertises, and whether a client "
+        "configuration can work against it",
+    )
+    doctor.add_argument("bootstrap", metavar="HOST:PORT", help="a bootstrap server")
+    doctor.add_argument(
+        "-X",
+        dest="settings",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="a client config to check, as librdkafka/kcat name it, e.g. "
+        "group.protocol=consumer, security.protocol=SASL_SSL (repeatable)",
+    )
+    doctor.add_argument("--json", action="store_true", help="print the findings as JSON")
+    doctor.add_argument(
+        "--timeout", type=float, default=10.0, metavar="SECONDS", help="per request (10)"
+    )
 
     logcmd = sub.add_parser("log", help="inspect or maintain a data directory (server stopped)")
     logsub = logcmd.add_subparsers(dest="log_command", required=True)
@@ -195,48 +235,6 @@ def _compacted_topics(data_dir: Path, config: Config) -> set[str]:
     return {t.name for t in registry.user_topics() if registry.config_of(t).compact}
 
 
-def _ctl_command(args: argparse.Namespace) -> int:
-    import json
-    import urllib.error
-    import urllib.parse
-    import urllib.request
-
-    params: dict[str, object] = {}
-    action = args.action
-    if action == "rebalance":
-        params = {"group": args.group}
-    elif action == "expire":
-        params = {"group": args.group, "member": args.member}
-    elif action == "fail":
-        params = {"api": args.api, "error": args.error, "count": args.count}
-        params.update({k: v for k, v in (("group", args.group), ("client", args.client)) if v})
-    elif action == "cut":
-        params = {"api": args.api, "count": args.count, "before": str(args.before).lower()}
-    elif action == "latency":
-        params = {"api": args.api, "ms": args.ms}
-        if args.duration_ms is not None:
-            params["duration_ms"] = args.duration_ms
-    elif action in ("moved", "loading"):
-        params = {"duration_ms": args.duration_ms}
-        if args.group:
-            params["group"] = args.group
-    url = f"http://{args.control}/{action}?{urllib.parse.urlencode(params)}"
-    request = urllib.request.Request(url, method="POST")
-    try:
-        with urllib.request.urlopen(request, timeout=10) as response:
-            body = json.loads(response.read())
-    except urllib.error.HTTPError as exc:
-        body = json.loads(exc.read() or b"{}")
-    except OSError as exc:
-        print(f"minicoord: cannot reach {args.control}: {exc}", file=sys.stderr)
-        return 1
-    if not body.get("ok"):
-        print(f"minicoord: {body.get('error', 'refused')}", file=sys.stderr)
-        return 2
-    print(json.dumps(body.get("result")))
-    return 0
-
-
 def _run(coro: object) -> None:
     try:
         import uvloop
@@ -255,13 +253,17 @@ def main(argv: Sequence[str] | None = None) -> int:
         return bench_main(rest)
     if rest:
         build_parser().error(f"unrecognized arguments: {' '.join(rest)}")
-    logging.basicConfig(
-        level=getattr(args, "log_level", "INFO"),
-        stream=sys.stderr,
-        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-    )
+    from minicoord.server.logfmt import configure
+
+    configure(getattr(args, "log_level", "INFO"), getattr(args, "log_format", "text"))
     if args.command == "ctl":
-        return _ctl_command(args)
+        from minicoord.server.ctl import run as ctl_run
+
+        return ctl_run(args)
+    if args.command == "doctor":
+        from minicoord.clients.doctor import run as doctor_run
+
+        return doctor_run(args)
     if args.command == "log":
         try:
             return _log_command(args)

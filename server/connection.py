@@ -31,6 +31,7 @@ from minicoord.protocol.headers import (
     skip_tagged_fields,
 )
 from minicoord.protocol.validate import null_violation
+from minicoord.server import request_log
 from minicoord.server.broker import Broker
 from minicoord.server.faults import can_fail, error_response
 from minicoord.server.handlers import api_versions
@@ -253,7 +254,7 @@ class KafkaConnection(asyncio.Protocol):
         self._client_id = header.client_id
         handler = self.broker.handlers.get(header.api_key)
         if handler is None:
-            self.abort(f"unknown API key {header.api_key}")
+            self._unserved(header)
             return
         spec = handler.spec
         version = header.api_version
@@ -276,8 +277,9 @@ class KafkaConnection(asyncio.Protocol):
             return
         broker = self.broker
         observe = None
-        if broker.metrics is not None:
-            observe = self._observer(spec.key, version)
+        # The request log's cost when DEBUG is off: this one attribute read.
+        if broker.metrics is not None or broker.request_log is not None:
+            observe = self._observer(header, spec, request)
         # Replies parked by the handler carry the hook from birth: they may be resolved
         # before the handler even returns.
         self._observe = observe
@@ -297,6 +299,8 @@ class KafkaConnection(asyncio.Protocol):
                 self.abort(f"injected fault: cut after handling {spec.name}")
                 return
             if out is NO_RESPONSE:
+                if broker.request_log is not None:
+                    broker.request_log.answered(self.peer, header, spec, request, None, 0.0)
                 return
             if delay:
                 out = self._delayed(header, spec, out, delay)
@@ -318,10 +322,17 @@ class KafkaConnection(asyncio.Protocol):
             return
         self._enqueue(slot)
 
-    def _observer(self, api_key: int, version: int) -> Callable[[Any], None]:
-        metrics = self.broker.metrics
+    def _observer(
+        self, header: RequestHeader, spec: ApiSpec, request: Any
+    ) -> Callable[[Any], None]:
+        """The hook each answer passes through when it is sent, parked or not."""
+        broker = self.broker
+        metrics = broker.metrics
+        if broker.request_log is not None:
+            return broker.request_log.observer(self.peer, header, spec, request, metrics)
         assert metrics is not None
-        histogram = metrics.on_request(api_key, version)
+        api_key = spec.key
+        histogram = metrics.on_request(api_key, header.api_version)
         started = time.perf_counter()
         return lambda response: metrics.on_response(
             api_key, response, time.perf_counter() - started, histogram
@@ -362,15 +373,7 @@ class KafkaConnection(asyncio.Protocol):
 
     def _unsupported_version(self, handler: Handler, header: RequestHeader) -> None:
         spec = handler.spec
-        log.info(
-            "%s v%d from %s (client id %r) is not a version we serve (%d-%d): UNSUPPORTED_VERSION",
-            spec.name,
-            header.api_version,
-            self.peer,
-            header.client_id,
-            handler.min_version,
-            handler.max_version,
-        )
+        request_log.unsupported_version(self.broker, self.peer, header, handler)
         if spec.key == API_VERSIONS_KEY:
             # KIP-511: answer at v0 with our whole list, so the client can retry at a version
             # we serve.
@@ -386,7 +389,14 @@ class KafkaConnection(asyncio.Protocol):
                 fields = {}
             response = spec.response(version=version, **fields)
             header = RequestHeader(header.api_key, version, header.correlation_id, header.client_id)
+        if self.broker.request_log is not None:
+            self.broker.request_log.answered(self.peer, header, spec, None, response, 0.0)
         self._enqueue(encode_response(header, spec, response))
+
+    def _unserved(self, header: RequestHeader) -> None:
+        """An API we do not serve: closed, as Kafka closes on an API key it does not know."""
+        request_log.unserved(self.broker, self.peer, header)
+        self.abort(f"unknown API key {header.api_key}", logged=False)
 
     # -- responses ------------------------------------------------------------------------
 
@@ -464,12 +474,14 @@ class KafkaConnection(asyncio.Protocol):
         if ready and self._read_paused:
             self._maybe_resume()
 
-    def abort(self, reason: str) -> None:
+    def abort(self, reason: str, logged: bool = True) -> None:
+        """Close the connection; `logged=False` when the caller has already said why."""
         if self.closed:
             return
-        log.warning(
-            "closing connection from %s (client id %r): %s", self.peer, self._client_id, reason
-        )
+        if logged:
+            log.warning(
+                "closing connection from %s (client id %r): %s", self.peer, self._client_id, reason
+            )
         self.closed = True
         self._queue = None
         if self.transport is not None:

@@ -257,13 +257,34 @@ class Controller:
         broker = self.broker
         done = broker.apply(broker.coordinator.force_rebalance(broker.now(), group_id))
         log.info(
-            "control: force rebalance of %s: %s", group_id, "done" if done else "no such group"
+            "control: force rebalance of %s: %s",
+            group_id,
+            "done" if done else self._not_done(group_id),
         )
         return done
 
+    def _not_done(self, group_id: str) -> str:
+        group = self.broker.coordinator.groups.groups.get(group_id)
+        if group is None:
+            return "no such group"
+        if not group.members:
+            return "it has no members"
+        return f"it is {group.state.value}"
+
     def expire_member(self, group_id: str, member_id: str) -> bool:
         broker = self.broker
-        return broker.apply(broker.coordinator.expire_member(broker.now(), group_id, member_id))
+        done = broker.apply(broker.coordinator.expire_member(broker.now(), group_id, member_id))
+        log.info(
+            "control: expire member %s of %s: %s",
+            member_id,
+            group_id,
+            "done"
+            if done
+            else "no such member"
+            if group_id in self.broker.coordinator.groups.groups
+            else "no such group",
+        )
+        return done
 
     def fail_next(
         self,
@@ -282,7 +303,13 @@ class Controller:
                 "failing it is not supported (cut its connection instead)"
             )
         self.faults.fail_rules.append(rule)
-        log.info("control: next %d %s requests fail with %s", count, api, rule.error.name)
+        log.info(
+            "control: the next %d %s requests fail with %s%s",
+            count,
+            SPECS[rule.api_key].name,
+            rule.error.name,
+            "".join(f" ({k} {v})" for k, v in (("group", group_id), ("client", client_id)) if v),
+        )
 
     def cut_connection(self, api: str | int, count: int = 1, after_handling: bool = True) -> None:
         """Close the connection of the next `count` requests of an API instead of answering,
@@ -291,9 +318,9 @@ class Controller:
             raise ValueError("count must be at least 1")
         self.faults.cut_rules.append(CutRule(api_key(api), count, after_handling))
         log.info(
-            "control: the next %d %s requests lose their connection %s being handled",
+            "control: the next %d %s requests lose their connection %s taking effect",
             count,
-            api,
+            SPECS[api_key(api)].name,
             "after" if after_handling else "before",
         )
 
@@ -302,6 +329,12 @@ class Controller:
             raise ValueError("delay must not be negative")
         until = None if duration_ms is None else self.broker.now() + duration_ms
         self.faults.latency_rules.append(LatencyRule(api_key(api), delay_ms, until))
+        log.info(
+            "control: %s answers delayed by %d ms %s",
+            SPECS[api_key(api)].name,
+            delay_ms,
+            "until cleared" if duration_ms is None else f"for {duration_ms} ms",
+        )
 
     def coordinator_moved(self, duration_ms: int, group_id: str | None = None) -> list[int]:
         return self._partition_fault(PartitionStatus.MOVED, duration_ms, group_id)
@@ -328,17 +361,67 @@ class Controller:
             if previous is not None:
                 previous.cancel()
             self._restores[p] = self.broker.call_later(duration_ms, lambda p=p: self._restore(p))
-        log.info("control: %d partitions %s for %d ms", len(partitions), status.value, duration_ms)
+        log.info(
+            "control: %d offsets partitions %s for %d ms%s",
+            len(partitions),
+            status.value,
+            duration_ms,
+            f" (group {group_id})" if group_id is not None else "",
+        )
         return partitions
 
     def _restore(self, partition: int) -> None:
         self._restores.pop(partition, None)
         self.broker.coordinator.set_partition_status(partition, PartitionStatus.ACTIVE)
 
-    def clear(self) -> None:
-        self.faults.fail_rules.clear()
-        self.faults.latency_rules.clear()
-        self.faults.cut_rules.clear()
+    def clear(self) -> dict[str, int]:
+        """Drop every injected fault; returns how many of each kind there were."""
+        faults = self.faults
+        cleared = {
+            "fail": len(faults.fail_rules),
+            "latency": len(faults.latency_rules),
+            "cut": len(faults.cut_rules),
+            "partitions": len(self._restores),
+        }
+        faults.fail_rules.clear()
+        faults.latency_rules.clear()
+        faults.cut_rules.clear()
         for p, handle in list(self._restores.items()):
             handle.cancel()
             self._restore(p)
+        log.info(
+            "control: cleared %d fail, %d latency and %d cut rules; %d partitions restored",
+            *cleared.values(),
+        )
+        return cleared
+
+    # -- reading, and the log level --------------------------------------------------------
+
+    def groups(self) -> list[dict[str, Any]]:
+        """Every group: type, state, members, generation (or epoch), total lag."""
+        from minicoord.server.group_views import list_groups
+
+        return list_groups(self.broker)
+
+    def describe_group(self, group_id: str) -> dict[str, Any] | None:
+        """A group's members, assignments, committed offsets and lag (None: no such group)."""
+        from minicoord.server.group_views import describe_group
+
+        return describe_group(self.broker, group_id)
+
+    def set_log_level(self, level: str, logger: str = "minicoord") -> tuple[str, str]:
+        """Set a logger's level on the running server; returns (before, after) as effective
+        level names. DEBUG on `minicoord` or `minicoord.requests` turns the request log on."""
+        from minicoord.server import request_log
+
+        name = str(level).upper()
+        if name not in ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL", "NOTSET"):
+            raise ValueError(f"unknown log level {level!r}; DEBUG, INFO, WARNING or ERROR")
+        target = logging.getLogger(logger)
+        before = logging.getLevelName(target.getEffectiveLevel())
+        target.setLevel(name)
+        after = logging.getLevelName(target.getEffectiveLevel())
+        # The one place the request log's on/off flag is recomputed while the server runs.
+        request_log.refresh(self.broker)
+        log.info("control: log level of %s: %s -> %s", logger, before, after)
+        return before, after

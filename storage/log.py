@@ -85,10 +85,15 @@ class LogManager:
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
+            # The holder wrote its pid there, so the refusal can name the process to stop.
+            holder = os.read(fd, 32).decode(errors="replace").strip()
             os.close(fd)
+            who = f" (pid {holder})" if holder.isdigit() else ""
             raise StoreError(
-                f"{self.data_dir} is in use by another minicoord process (stop it first)"
+                f"{self.data_dir} is in use by another minicoord process{who} (stop it first)"
             ) from None
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
         self._lock_fd = fd
         self._start_offsets = self._read_start_offsets()
         self._start_offsets_saved = dict(self._start_offsets)

@@ -1,7 +1,9 @@
 """Offline tools over a data directory: dump, verify, compact (`minicoord log …`).
 
 They take the directory's lock first, as `minicoord serve` does, so they never read or
-rewrite logs a running server is writing: against a live directory they refuse.
+rewrite logs a running server is writing: against a live directory they refuse (exit status
+2), naming the process that holds it. A copy of a live directory is readable: its last batch
+may be torn, which dump and verify report as a damaged tail, as recovery would truncate it.
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ from minicoord.protocol import metadata_records
 from minicoord.protocol.records import decode_key, decode_value
 from minicoord.storage.batch import check_batch
 from minicoord.storage.cleaner import CleanResult, clean
-from minicoord.storage.log import LogManager, log_dir, logs_in
+from minicoord.storage.log import LogManager, StoreError, log_dir, logs_in
 from minicoord.storage.partition_log import (
     CLEANED,
     SUFFIX,
@@ -159,7 +161,13 @@ class _locked:
         self.logs = LogManager(data_dir)
 
     def __enter__(self) -> None:
-        self.logs.lock()
+        try:
+            self.logs.lock()
+        except StoreError as exc:
+            raise StoreError(
+                f"{exc}: log dump and log verify read a stopped server's data directory; "
+                "to look at a live one, copy the directory and read the copy"
+            ) from None
 
     def __exit__(self, *exc: object) -> None:
         self.logs.release_lock()

@@ -5,13 +5,35 @@ from __future__ import annotations
 import itertools
 import os
 import uuid
+from collections import Counter
 from collections.abc import AsyncIterator, Callable, Iterator
 
+import prereqkit
 import pytest
 from minicoord.clients.connection import ProtocolClient
 from minicoord.server.app import Server
 from minicoord.server.config import Config
 from minicoord.server.process import ServerProcess, start_server_process
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Before any test runs: the programs the selected tests need (prereqkit) are here, or
+    the run stops with one message saying what is missing and how to install it."""
+    if config.option.collectonly:
+        return
+    needs: Counter[str] = Counter()
+    for item in items:
+        needs.update(prereqkit.needs_of(item.path, getattr(item, "fixturenames", ())))
+    reporter = config.pluginmanager.get_plugin("terminalreporter")
+
+    def say(text: str) -> None:
+        if reporter is not None:
+            reporter.write_line(f"minicoord tests: {text}")
+
+    missing = prereqkit.check(needs, os.environ, say)
+    if missing:
+        raise pytest.UsageError(prereqkit.message(missing, needs))
+
 
 # Configs that let client tests see evictions and rebalances in seconds rather than minutes.
 FAST_GROUPS = {

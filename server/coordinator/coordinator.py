@@ -97,6 +97,9 @@ class GroupCoordinator:
         self.consumers.rebalance_listeners = self.groups.rebalance_listeners
         self.mixed = MixedGroups(self.groups, self.consumers)
         self.offsets = OffsetsManager()
+        # Told of each refused ConsumerGroupHeartbeat (client id, host, version, error,
+        # message): the broker's request log words the ones a client cannot get past.
+        self.on_refusal: Callable[[str, str, int, ErrorCode, str | None], None] | None = None
         # Only partitions that are not ACTIVE are listed, so the common case costs one
         # empty-dict test per request.
         self.partition_status: dict[int, PartitionStatus] = {}
@@ -464,6 +467,8 @@ class GroupCoordinator:
                 self.mixed.finish_upgrade(fx, now, converted, group)
             return fx.result(outcome)
         except HeartbeatError as exc:
+            if self.on_refusal is not None:
+                self.on_refusal(client_id, client_host, version, exc.error, exc.message)
             # Refused before anything changed: none of the effects gathered so far apply.
             return Effects().result(HeartbeatOutcome(exc.error, exc.message))
 

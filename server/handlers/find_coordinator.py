@@ -14,6 +14,7 @@ from kafka.protocol.metadata import FindCoordinatorResponse
 from minicoord.protocol.apis import SPECS
 from minicoord.protocol.errors import ErrorCode
 from minicoord.server.handlers.base import Handler, RequestContext
+from minicoord.server.request_log import refused
 
 API_KEY = 10
 GROUP_KEY = 0
@@ -22,10 +23,15 @@ TRANSACTION_KEY = 1
 
 def _lookup(ctx: RequestContext, key: str, key_type: int) -> tuple[ErrorCode, str | None]:
     if key_type == TRANSACTION_KEY:
-        return ErrorCode.COORDINATOR_NOT_AVAILABLE, "minicoord has no transaction coordinator"
+        # Retriable to the client, which would ask forever: worth a line in the server's log.
+        message = "minicoord has no transaction coordinator"
+        refused(ctx, ErrorCode.COORDINATOR_NOT_AVAILABLE, f"{message}; transactional id {key!r}")
+        return ErrorCode.COORDINATOR_NOT_AVAILABLE, message
     if key_type != GROUP_KEY:
+        refused(ctx, ErrorCode.INVALID_REQUEST, f"unknown key type {key_type}")
         return ErrorCode.INVALID_REQUEST, f"unknown key type {key_type}"
     if not key:
+        refused(ctx, ErrorCode.INVALID_REQUEST, "empty group id")
         return ErrorCode.INVALID_REQUEST, "empty group id"
     error = ctx.broker.coordinator.unavailable(key)
     # A loading partition still has this node as its coordinator; the group requests that

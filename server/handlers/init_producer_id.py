@@ -19,6 +19,7 @@ from minicoord.protocol.apis import SPECS
 from minicoord.protocol.errors import ErrorCode
 from minicoord.server.coordinator.results import Result
 from minicoord.server.handlers.base import Handler, RequestContext
+from minicoord.server.request_log import refused
 
 API_KEY = 22
 
@@ -36,10 +37,17 @@ def handle(ctx: RequestContext, request: Any) -> Any:
         )
 
     if version >= 3 and (request.producer_id == -1) != (request.producer_epoch == -1):
+        refused(ctx, ErrorCode.INVALID_REQUEST, "producer id and epoch must be both set or unset")
         return answer(ErrorCode.INVALID_REQUEST)
     if request.transactional_id is not None:
         if not request.transactional_id:
+            refused(ctx, ErrorCode.INVALID_REQUEST, "empty transactional id")
             return answer(ErrorCode.INVALID_REQUEST)
+        refused(
+            ctx,
+            ErrorCode.COORDINATOR_NOT_AVAILABLE,
+            f"transactions are not served (transactional id {request.transactional_id!r})",
+        )
         return answer(ErrorCode.COORDINATOR_NOT_AVAILABLE)
     broker = ctx.broker
     ids = broker.data.producer_ids

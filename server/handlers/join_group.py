@@ -13,8 +13,10 @@ from typing import Any
 
 from kafka.protocol.consumer import JoinGroupResponse
 from minicoord.protocol.apis import SPECS
+from minicoord.protocol.errors import ErrorCode
 from minicoord.server.coordinator.results import JoinOutcome
 from minicoord.server.handlers.base import Handler, RequestContext
+from minicoord.server.request_log import UNRECOVERABLE, refused
 
 API_KEY = 11
 Member = JoinGroupResponse.JoinGroupResponseMember
@@ -24,6 +26,8 @@ def handle(ctx: RequestContext, request: Any) -> Any:
     version = ctx.version
 
     def build(outcome: JoinOutcome) -> Any:
+        if outcome.error in UNRECOVERABLE:
+            refused(ctx, outcome.error, _why(ctx, request, outcome.error))
         protocol_name = outcome.protocol_name
         if protocol_name is None and version < 7:
             protocol_name = ""
@@ -62,6 +66,22 @@ def handle(ctx: RequestContext, request: Any) -> Any:
     )
     broker.apply(result)
     return parked
+
+
+def _why(ctx: RequestContext, request: Any, error: ErrorCode) -> str:
+    """The refusal's detail in the words of the client's own configuration."""
+    why = f"group {request.group_id!r}"
+    if error is ErrorCode.INVALID_SESSION_TIMEOUT:
+        config = ctx.broker.config
+        why += (
+            f": session.timeout.ms={request.session_timeout_ms} is outside "
+            f"group.min.session.timeout.ms={config.group_min_session_timeout_ms} .. "
+            f"group.max.session.timeout.ms={config.group_max_session_timeout_ms}"
+        )
+    elif error is ErrorCode.INCONSISTENT_GROUP_PROTOCOL:
+        names = ",".join(p.name for p in request.protocols)
+        why += f": protocol type {request.protocol_type!r} with [{names}] matches no member's"
+    return why
 
 
 HANDLER = Handler.for_spec(SPECS[API_KEY], handle)

@@ -23,6 +23,7 @@ from minicoord.protocol.errors import ErrorCode
 from minicoord.server.coordinator.results import Result
 from minicoord.server.data.plane import AppendOutcome
 from minicoord.server.handlers.base import NO_RESPONSE, Handler, RequestContext
+from minicoord.server.request_log import refused
 from minicoord.storage.batch import ATTRIBUTES_AT, TRANSACTIONAL
 
 API_KEY = 0
@@ -66,6 +67,8 @@ def handle(ctx: RequestContext, request: Any) -> Any:
                 message="minicoord has no transaction coordinator: transactions are not served",
             )
         )
+    if refuse is not None:
+        refused(ctx, refuse.error, refuse.message)
     results: list[tuple[Any, list[tuple[int, AppendOutcome]]]] = []
     failed = False
     for t in request.topic_data:

@@ -13,6 +13,7 @@ from kafka.protocol.consumer import SyncGroupResponse
 from minicoord.protocol.apis import SPECS
 from minicoord.server.coordinator.results import SyncOutcome
 from minicoord.server.handlers.base import Handler, RequestContext
+from minicoord.server.request_log import UNRECOVERABLE, refused
 
 API_KEY = 14
 
@@ -21,6 +22,8 @@ def handle(ctx: RequestContext, request: Any) -> Any:
     version = ctx.version
 
     def build(outcome: SyncOutcome) -> Any:
+        if outcome.error in UNRECOVERABLE:
+            refused(ctx, outcome.error, f"group {request.group_id!r}")
         return SyncGroupResponse(
             version=version,
             throttle_time_ms=0,

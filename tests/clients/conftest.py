@@ -12,7 +12,12 @@ from clientkit import ChildMember
 if TYPE_CHECKING:
     from minicoord.server.process import ServerProcess
 
-_BAD_LINE = re.compile(r" (WARNING|ERROR|CRITICAL) |Traceback")
+# The request log's refusals of an API or version we do not serve are INFO lines, but a stock
+# client meeting one is as much a failure as a closed connection.
+_BAD_LINE = re.compile(
+    r" (WARNING|ERROR|CRITICAL) |Traceback"
+    r"| minicoord\.requests: refused .*: (UNSUPPORTED_VERSION|API key \d+ is not one minicoord)"
+)
 
 
 @pytest.hookimpl(wrapper=True, tryfirst=True)

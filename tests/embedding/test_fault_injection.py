@@ -249,10 +249,11 @@ def test_ctl_cli_drives_a_running_server(group_id: str) -> None:
                 timeout=20,
             )
 
-        assert json.loads(ctl("rebalance", group_id).stdout) is False  # no such group yet
+        missing = ctl("rebalance", group_id)  # no such group yet
+        assert missing.returncode == 1 and f"group {group_id} does not exist" in missing.stderr
         assert ctl("fail", "Heartbeat", "NOT_COORDINATOR", "--count", "2").returncode == 0
         assert ctl("latency", "Metadata", "5", "--duration-ms", "100").returncode == 0
-        assert json.loads(ctl("moved", "200", "--group", group_id).stdout) != []
+        assert json.loads(ctl("--json", "moved", "200", "--group", group_id).stdout)["result"]
         assert ctl("clear").returncode == 0
         bad = ctl("fail", "NoSuchApi", "NONE")
         assert bad.returncode == 2 and "unknown API" in bad.stderr

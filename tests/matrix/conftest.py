@@ -1,15 +1,17 @@
 """The client matrix: its clients are installed here, not assumed.
 
-`node_clients` runs `npm ci` in tests/matrix/node when node_modules does not hold exactly the
-versions package.json pins; `kcat` runs `apt-get install -y kcat` when kcat is not on PATH. An
-install that fails fails the tests that need it, with the installer's output: nothing here is
-ever skipped.
+Before any test runs, tests/conftest.py has checked that node, npm and kcat are here for the
+tests that need them (installing the Node.js clients with `npm ci`, and kcat with apt-get where
+it can; tests/prereqkit.py), so that a machine without them stops with one message. The
+fixtures below check again for a test run on its own: `node_clients` runs `npm ci` in
+tests/matrix/node when node_modules does not hold exactly the versions package.json pins;
+`kcat` runs `apt-get install -y kcat` when kcat is not on PATH. An install that fails fails the
+tests that need it, with the installer's output: nothing here is ever skipped.
 """
 
 from __future__ import annotations
 
 import fcntl
-import json
 import os
 import re
 import shutil
@@ -29,11 +31,15 @@ from matrixkit import (
     PyMember,
     describe_members,
 )
+from prereqkit import MIN_NODE, node_modules_ready
 
-# @platformatic/kafka 1.x declares node >= 20.19.4 (or 22.18+ / 24.6+).
-MIN_NODE = (20, 19, 4)
 INSTALL_TIMEOUT_S = 600
-_BAD_LINE = re.compile(r" (WARNING|ERROR|CRITICAL) |Traceback")
+# The request log's refusals of an API or version we do not serve are INFO lines, but a stock
+# client meeting one is as much a failure as a closed connection.
+_BAD_LINE = re.compile(
+    r" (WARNING|ERROR|CRITICAL) |Traceback"
+    r"| minicoord\.requests: refused .*: (UNSUPPORTED_VERSION|API key \d+ is not one minicoord)"
+)
 
 
 @pytest.hookimpl(wrapper=True, tryfirst=True)
@@ -72,18 +78,6 @@ def _run(cmd: list[str], what: str, cwd: Path | None = None) -> str:
     return output
 
 
-def _installed_versions_match() -> bool:
-    """node_modules holds exactly the versions package.json pins (directly)."""
-    wanted = json.loads((NODE_DIR / "package.json").read_text())["dependencies"]
-    for name, version in wanted.items():
-        manifest = NODE_DIR / "node_modules" / name / "package.json"
-        if not manifest.is_file():
-            return False
-        if json.loads(manifest.read_text()).get("version") != version:
-            return False
-    return True
-
-
 @pytest.fixture(scope="session")
 def node_clients() -> Path:
     """kafkajs and @platformatic/kafka installed in tests/matrix/node (npm ci from the lock)."""
@@ -100,9 +94,9 @@ def node_clients() -> Path:
     # One installer at a time (parallel workers share the folder).
     with open(NODE_DIR / ".install.lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
-        if not _installed_versions_match():
+        if not node_modules_ready():
             _run([npm, "ci", "--no-audit", "--no-fund"], "npm ci (tests/matrix/node)", NODE_DIR)
-            if not _installed_versions_match():
+            if not node_modules_ready():
                 pytest.fail("npm ci finished but node_modules does not match package.json")
     return NODE_DIR
 

@@ -1,0 +1,308 @@
+"""`minicoord doctor HOST:PORT [-X key=value ...]`: a server seen as a client sees it.
+
+It connects to the bootstrap address as any Kafka client would and asks what a client asks
+before it does anything: ApiVersions (which APIs and versions, finalized features), Metadata
+(the brokers and their advertised listeners, topics), ListGroups, and FindCoordinator for a
+`group.id` or `transactional.id` given. Then it says which kinds of client can work there,
+and whether each `-X` setting can, with the reason when not: the question to ask when a
+consumer hangs without a word.
+
+Exit status: 0 every setting given can work; 1 one cannot (or the advertised listeners are
+unreachable from here, which stops every client after bootstrap); 2 a malformed -X; 3 no
+Kafka answer at that address.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import sys
+from typing import Any
+
+from kafka.protocol.admin import ListGroupsRequest
+from kafka.protocol.metadata import ApiVersionsRequest, FindCoordinatorRequest, MetadataRequest
+from minicoord.clients.connection import ProtocolClient
+from minicoord.clients.doctor_checks import (
+    CANNOT,
+    FIND_COORDINATOR,
+    METADATA,
+    OK,
+    SASL_HANDSHAKE,
+    Advertised,
+    Finding,
+    api_name,
+    check_settings,
+    features,
+)
+from minicoord.protocol.apis import SPECS
+from minicoord.protocol.errors import ErrorCode
+
+LIST_GROUPS = 16
+UNSUPPORTED_VERSION = 35
+
+
+def parse_settings(pairs: list[str]) -> dict[str, str]:
+    settings = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep or not key.strip():
+            raise ValueError(f"-X {pair!r}: expected KEY=VALUE")
+        settings[key.strip()] = value.strip()
+    return settings
+
+
+def split_address(address: str) -> tuple[str, int]:
+    host, sep, port = address.rpartition(":")
+    if not sep or not port.isdigit():
+        raise ValueError(f"{address!r}: expected HOST:PORT")
+    return host.strip("[]") or "127.0.0.1", int(port)
+
+
+def _version(adv: Advertised, key: int) -> int:
+    """The highest version both the server and our codec speak."""
+    return min(adv.apis[key][1], SPECS[key].max_version)
+
+
+async def examine(host: str, port: int, settings: dict[str, str], timeout: float) -> dict[str, Any]:
+    """Everything the doctor learns, as plain data (what `--json` prints)."""
+    report: dict[str, Any] = {"bootstrap": f"{host}:{port}", "settings": settings}
+    client_id = settings.get("client.id", "minicoord-doctor")
+    try:
+        client = await asyncio.wait_for(ProtocolClient.connect(host, port, client_id), timeout)
+    except (OSError, TimeoutError) as exc:
+        report["error"] = f"cannot connect to {host}:{port}: {_why(exc, timeout)}"
+        return report
+    try:
+        adv = await asyncio.wait_for(_api_versions(client), timeout)
+    except Exception as exc:
+        await client.close()
+        report["error"] = (
+            f"connected to {host}:{port}, but it did not answer ApiVersions in the plaintext "
+            f"Kafka protocol ({_why(exc, timeout)}): a TLS listener, or not Kafka?"
+        )
+        return report
+    report["apis"] = [
+        {"key": k, "name": api_name(k), "min": low, "max": high}
+        for k, (low, high) in sorted(adv.apis.items())
+    ]
+    report["finalized_features"] = adv.features
+    extra: dict[str, Any] = {"plaintext": True}
+    try:
+        await _ask(client, adv, settings, report, extra, (host, port), timeout)
+    except Exception as exc:
+        # Typically a listener that wants SASL first: it closes on anything but the handshake.
+        why = _why(exc, timeout)
+        if adv.has(SASL_HANDSHAKE) and isinstance(exc, ConnectionError):
+            why += " (the listener probably requires SASL authentication first)"
+        report["unanswered"] = why
+    finally:
+        await client.close()
+    mechanism = settings.get("sasl.mechanism", settings.get("sasl.mechanisms"))
+    if mechanism and adv.has(SASL_HANDSHAKE):
+        extra["sasl"] = await _sasl_mechanisms(host, port, client_id, mechanism, timeout)
+    report["features"] = [f.as_dict() for f in features(adv)]
+    report["listeners"] = _listeners(report).as_dict()
+    report["checks"] = [f.as_dict() for f in check_settings(adv, settings, extra)]
+    return report
+
+
+def _why(exc: BaseException, timeout: float) -> str:
+    if isinstance(exc, TimeoutError):
+        return f"no answer within {timeout:g} s"
+    return str(exc) or type(exc).__name__
+
+
+async def _ask(
+    client: ProtocolClient,
+    adv: Advertised,
+    settings: dict[str, str],
+    report: dict[str, Any],
+    extra: dict[str, Any],
+    bootstrap: tuple[str, int],
+    timeout: float,
+) -> None:
+    """What a client asks after ApiVersions: Metadata, groups, coordinators."""
+    if adv.has(METADATA):
+        report.update(await asyncio.wait_for(_metadata(client, adv), timeout))
+        for broker in report["brokers"]:
+            broker["reachable"] = await _reachable(
+                broker["host"], broker["port"], bootstrap, timeout
+            )
+    if adv.has(LIST_GROUPS):
+        report["groups"] = await asyncio.wait_for(_groups(client, adv), timeout)
+    if "group.id" in settings and adv.has(FIND_COORDINATOR):
+        found = await asyncio.wait_for(_coordinator(client, adv, settings["group.id"], 0), timeout)
+        if not found.get("error"):
+            found["reachable"] = await _reachable(found["host"], found["port"], bootstrap, timeout)
+        extra["coordinator"] = found
+    if "transactional.id" in settings and adv.has(FIND_COORDINATOR, 1):
+        extra["transaction_coordinator"] = await asyncio.wait_for(
+            _coordinator(client, adv, settings["transactional.id"], 1), timeout
+        )
+
+
+async def _api_versions(client: ProtocolClient) -> Advertised:
+    request = ApiVersionsRequest(
+        version=3, client_software_name="minicoord-doctor", client_software_version="1"
+    )
+    response = await client.request(request, 3)
+    if response.error_code not in (0, UNSUPPORTED_VERSION):
+        raise RuntimeError(f"ApiVersions answered error {response.error_code}")
+    # An UNSUPPORTED_VERSION answer (v0, KIP-511) still lists every API.
+    apis = {a.api_key: (a.min_version, a.max_version) for a in response.api_keys}
+    finalized = getattr(response, "finalized_features", None) or []
+    return Advertised(apis, {f.name: f.max_version_level for f in finalized})
+
+
+async def _metadata(client: ProtocolClient, adv: Advertised) -> dict[str, Any]:
+    version = _version(adv, METADATA)
+    fields: dict[str, Any] = {"topics": [] if version == 0 else None}
+    if version >= 4:
+        fields["allow_auto_topic_creation"] = False
+    if 8 <= version <= 10:
+        fields["include_cluster_authorized_operations"] = False
+    if version >= 8:
+        fields["include_topic_authorized_operations"] = False
+    response = await client.request(MetadataRequest(version=version, **fields), version)
+    return {
+        "cluster_id": getattr(response, "cluster_id", None),
+        "controller_id": getattr(response, "controller_id", None),
+        "brokers": [
+            {"node_id": b.node_id, "host": b.host, "port": b.port, "rack": b.rack}
+            for b in response.brokers
+        ],
+        "topics": sorted(
+            (
+                {
+                    "name": t.name,
+                    "partitions": len(t.partitions or ()),
+                    "internal": bool(getattr(t, "is_internal", False)),
+                    "error": t.error_code,
+                }
+                for t in response.topics
+            ),
+            key=lambda t: t["name"] or "",
+        ),
+    }
+
+
+async def _groups(client: ProtocolClient, adv: Advertised) -> list[dict[str, Any]]:
+    version = _version(adv, LIST_GROUPS)
+    fields: dict[str, Any] = {}
+    if version >= 4:
+        fields["states_filter"] = []
+    if version >= 5:
+        fields["types_filter"] = []
+    response = await client.request(ListGroupsRequest(version=version, **fields), version)
+    return sorted(
+        (
+            {
+                "group": g.group_id,
+                "type": getattr(g, "group_type", None) or "classic",
+                "state": getattr(g, "group_state", None),
+                "protocol_type": g.protocol_type,
+            }
+            for g in response.groups
+        ),
+        key=lambda g: g["group"],
+    )
+
+
+async def _coordinator(
+    client: ProtocolClient, adv: Advertised, key: str, key_type: int
+) -> dict[str, Any]:
+    version = _version(adv, FIND_COORDINATOR)
+    if version >= 4:
+        request = FindCoordinatorRequest(version=version, key_type=key_type, coordinator_keys=[key])
+        found: Any = (await client.request(request, version)).coordinators[0]
+    else:
+        fields = {"key_type": key_type} if version >= 1 else {}
+        found = await client.request(
+            FindCoordinatorRequest(version=version, key=key, **fields), version
+        )
+    if found.error_code:
+        message = getattr(found, "error_message", None)
+        return {"error": _error_name(found.error_code) + (f" ({message})" if message else "")}
+    return {"node_id": found.node_id, "host": found.host, "port": found.port}
+
+
+def _error_name(code: int) -> str:
+    try:
+        return ErrorCode(code).name
+    except ValueError:
+        return f"error {code}"
+
+
+async def _reachable(host: str, port: int, bootstrap: tuple[str, int], timeout: float) -> bool:
+    if (host, port) == bootstrap:
+        return True
+    try:
+        _, writer = await asyncio.wait_for(asyncio.open_connection(host, port), min(timeout, 3))
+    except (OSError, TimeoutError):
+        return False
+    writer.close()
+    return True
+
+
+async def _sasl_mechanisms(
+    host: str, port: int, client_id: str, mechanism: str, timeout: float
+) -> dict[str, Any] | None:
+    """Whether the server takes `mechanism`, and the mechanisms it names: a SaslHandshake on
+    a connection of its own (the handshake commits a connection to authenticating)."""
+    from kafka.protocol.sasl import SaslHandshakeRequest, SaslHandshakeResponse
+
+    try:
+        client = await asyncio.wait_for(ProtocolClient.connect(host, port, client_id), timeout)
+        try:
+            request = SaslHandshakeRequest(version=1, mechanism=mechanism)
+            request.with_header(correlation_id=1, client_id=client_id)
+            raw = await asyncio.wait_for(
+                client.request_raw(bytes(request.encode(header=True)), 1), timeout
+            )
+        finally:
+            await client.close()
+        answer = SaslHandshakeResponse.decode(memoryview(raw)[4:], version=1)
+    except Exception:
+        return None
+    return {"accepted": answer.error_code == 0, "enabled": list(answer.mechanisms or [])}
+
+
+def _listeners(report: dict[str, Any]) -> Finding:
+    brokers = report.get("brokers")
+    if not brokers:
+        return Finding("advertised listeners", "not checked", "no Metadata answer")
+    away = [b for b in brokers if not b.get("reachable")]
+    if away:
+        where = ", ".join(f"node {b['node_id']} at {b['host']}:{b['port']}" for b in away)
+        return Finding(
+            "advertised listeners",
+            CANNOT,
+            f"{where} unreachable from here: clients bootstrap, then fail to connect "
+            "(set the server's advertised.listeners to an address clients can reach)",
+        )
+    return Finding("advertised listeners", OK, "every advertised broker is reachable")
+
+
+def exit_status(report: dict[str, Any]) -> int:
+    if "error" in report:
+        return 3
+    findings = [report["listeners"], *report["checks"]]
+    return 1 if any(f["verdict"] == CANNOT for f in findings) else 0
+
+
+def run(args: argparse.Namespace) -> int:
+    try:
+        settings = parse_settings(args.settings)
+        host, port = split_address(args.bootstrap)
+    except ValueError as exc:
+        print(f"minicoord: {exc}", file=sys.stderr)
+        return 2
+    report = asyncio.run(examine(host, port, settings, args.timeout))
+    if args.json:
+        print(json.dumps(report, indent=2, ensure_ascii=False, default=str))
+    else:
+        from minicoord.clients.doctor_text import render
+
+        print(render(report))
+    return exit_status(report)

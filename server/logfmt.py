@@ -1,0 +1,45 @@
+"""Log output of `minicoord serve`: text lines for people, or JSON lines for machines.
+
+`--log-format json` writes each record as one JSON object on one line: `ts` (UTC, ISO 8601
+with milliseconds), `level`, `logger`, `message`, any structured fields the record carries
+(the request log's `api`, `client_id`, `group`, `error`, `ms`, ...), and `exc` with the
+traceback when there is one. Newlines inside a message are escaped, so a line is a record.
+"""
+
+from __future__ import annotations
+
+import datetime
+import json
+import logging
+import sys
+from typing import Any
+
+TEXT_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
+# What every LogRecord has; anything else on a record came through `extra=`.
+_STANDARD = set(vars(logging.makeLogRecord({}))) | {"message", "asctime", "taskName"}
+
+
+class JsonFormatter(logging.Formatter):
+    def format(self, record: logging.LogRecord) -> str:
+        ts = datetime.datetime.fromtimestamp(record.created, datetime.UTC)
+        out: dict[str, Any] = {
+            "ts": ts.isoformat(timespec="milliseconds").replace("+00:00", "Z"),
+            "level": record.levelname,
+            "logger": record.name,
+            "message": record.getMessage(),
+        }
+        for key, value in vars(record).items():
+            if key not in _STANDARD and key not in out:
+                out[key] = value
+        if record.exc_info:
+            out["exc"] = self.formatException(record.exc_info)
+        if record.stack_info:
+            out["stack"] = self.formatStack(record.stack_info)
+        return json.dumps(out, default=str, ensure_ascii=False)
+
+
+def configure(level: str, fmt: str = "text") -> None:
+    """Log to stderr at `level`, as text lines or JSON lines."""
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(JsonFormatter() if fmt == "json" else logging.Formatter(TEXT_FORMAT))
+    logging.basicConfig(level=level, handlers=[handler])
