@@ -29,6 +29,7 @@ from minicoord.server.coordinator.consumer.requests import (
     HeartbeatOutcome,
     HeartbeatRequest,
 )
+from minicoord.server.coordinator.consumer.requests import validate as validate_heartbeat
 from minicoord.server.coordinator.consumer.targets import TopicsView
 from minicoord.server.coordinator.offsets import CommittedOffset, OffsetsManager, TopicPartition
 from minicoord.server.coordinator.partitioning import partition_for
@@ -435,7 +436,7 @@ class GroupCoordinator:
     ) -> Result[HeartbeatOutcome]:
         fx = Effects()
         try:
-            self.consumers.validate(req, version)
+            validate_heartbeat(req, version, self.config)
             error = self.unavailable(req.group_id)
             if error is not None:
                 return fx.result(HeartbeatOutcome(error))

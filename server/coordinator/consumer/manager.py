@@ -26,7 +26,6 @@ from minicoord.protocol.records import Record
 from minicoord.server.config import Config
 from minicoord.server.coordinator.consumer import targets
 from minicoord.server.coordinator.consumer.group import (
-    LEAVE_EPOCH,
     STATIC_LEAVE_EPOCH,
     Assignment,
     ConsumerGroup,
@@ -90,47 +89,6 @@ class ConsumerGroupManager(MemberLifecycle):
         return self.config.consumer_assignors[0]
 
     # -- ConsumerGroupHeartbeat -----------------------------------------------------------
-
-    def validate(self, req: HeartbeatRequest, version: int) -> None:
-        """Kafka's static checks of a heartbeat, in its order; HeartbeatError on the first."""
-        epoch = req.member_epoch
-        if not req.member_id.strip() and (version >= 1 or epoch > 0 or epoch == LEAVE_EPOCH):
-            raise HeartbeatError(ErrorCode.INVALID_REQUEST, "MemberId can't be empty.")
-        if not req.group_id.strip():
-            raise HeartbeatError(ErrorCode.INVALID_REQUEST, "GroupId can't be empty.")
-        if req.instance_id is not None and not req.instance_id.strip():
-            raise HeartbeatError(ErrorCode.INVALID_REQUEST, "InstanceId can't be empty.")
-        if req.rack_id is not None and not req.rack_id.strip():
-            raise HeartbeatError(ErrorCode.INVALID_REQUEST, "RackId can't be empty.")
-        if epoch == 0:
-            if req.rebalance_timeout_ms == -1:
-                raise HeartbeatError(
-                    ErrorCode.INVALID_REQUEST,
-                    "RebalanceTimeoutMs must be provided in first request.",
-                )
-            if req.owned is None or any(req.owned.values()):
-                raise HeartbeatError(
-                    ErrorCode.INVALID_REQUEST, "TopicPartitions must be empty when (re-)joining."
-                )
-            if req.topics is None and req.regex is None:
-                raise HeartbeatError(
-                    ErrorCode.INVALID_REQUEST,
-                    "Either SubscribedTopicNames or SubscribedTopicRegex must be non-null when "
-                    "(re-)joining.",
-                )
-        elif epoch == STATIC_LEAVE_EPOCH:
-            if req.instance_id is None:
-                raise HeartbeatError(ErrorCode.INVALID_REQUEST, "InstanceId can't be null.")
-        elif epoch < STATIC_LEAVE_EPOCH:
-            raise HeartbeatError(ErrorCode.INVALID_REQUEST, "MemberEpoch is invalid.")
-        if req.server_assignor is not None and req.server_assignor not in (
-            assignors := self.config.consumer_assignors
-        ):
-            raise HeartbeatError(
-                ErrorCode.UNSUPPORTED_ASSIGNOR,
-                f"ServerAssignor {req.server_assignor} is not supported. Supported assignors: "
-                f"{', '.join(assignors)}.",
-            )
 
     def heartbeat(
         self,

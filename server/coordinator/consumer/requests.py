@@ -1,5 +1,6 @@
 """What a ConsumerGroupHeartbeat asks and is answered, as the coordinator sees them (the
-handler translates the wire messages), and the member ids the server hands out."""
+handler translates the wire messages), Kafka's static checks of a request, and the member ids
+the server hands out."""
 
 from __future__ import annotations
 
@@ -8,7 +9,12 @@ import uuid
 from dataclasses import dataclass
 
 from minicoord.protocol.errors import ErrorCode
-from minicoord.server.coordinator.consumer.group import Assignment
+from minicoord.server.config import Config
+from minicoord.server.coordinator.consumer.group import (
+    LEAVE_EPOCH,
+    STATIC_LEAVE_EPOCH,
+    Assignment,
+)
 
 
 class HeartbeatError(Exception):
@@ -48,3 +54,45 @@ def new_member_id() -> str:
         text = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
         if not text.startswith("-"):
             return text
+
+
+def validate(req: HeartbeatRequest, version: int, config: Config) -> None:
+    """Kafka's static checks of a heartbeat, in its order; HeartbeatError on the first."""
+    epoch = req.member_epoch
+    if not req.member_id.strip() and (version >= 1 or epoch > 0 or epoch == LEAVE_EPOCH):
+        raise HeartbeatError(ErrorCode.INVALID_REQUEST, "MemberId can't be empty.")
+    if not req.group_id.strip():
+        raise HeartbeatError(ErrorCode.INVALID_REQUEST, "GroupId can't be empty.")
+    if req.instance_id is not None and not req.instance_id.strip():
+        raise HeartbeatError(ErrorCode.INVALID_REQUEST, "InstanceId can't be empty.")
+    if req.rack_id is not None and not req.rack_id.strip():
+        raise HeartbeatError(ErrorCode.INVALID_REQUEST, "RackId can't be empty.")
+    if epoch == 0:
+        if req.rebalance_timeout_ms == -1:
+            raise HeartbeatError(
+                ErrorCode.INVALID_REQUEST,
+                "RebalanceTimeoutMs must be provided in first request.",
+            )
+        if req.owned is None or any(req.owned.values()):
+            raise HeartbeatError(
+                ErrorCode.INVALID_REQUEST, "TopicPartitions must be empty when (re-)joining."
+            )
+        if req.topics is None and req.regex is None:
+            raise HeartbeatError(
+                ErrorCode.INVALID_REQUEST,
+                "Either SubscribedTopicNames or SubscribedTopicRegex must be non-null when "
+                "(re-)joining.",
+            )
+    elif epoch == STATIC_LEAVE_EPOCH:
+        if req.instance_id is None:
+            raise HeartbeatError(ErrorCode.INVALID_REQUEST, "InstanceId can't be null.")
+    elif epoch < STATIC_LEAVE_EPOCH:
+        raise HeartbeatError(ErrorCode.INVALID_REQUEST, "MemberEpoch is invalid.")
+    if req.server_assignor is not None and req.server_assignor not in (
+        assignors := config.consumer_assignors
+    ):
+        raise HeartbeatError(
+            ErrorCode.UNSUPPORTED_ASSIGNOR,
+            f"ServerAssignor {req.server_assignor} is not supported. Supported assignors: "
+            f"{', '.join(assignors)}.",
+        )
