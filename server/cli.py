@@ -8,9 +8,8 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from minicoord.server.app import Server, serve
+from minicoord.server import lazy_kafka
 from minicoord.server.config import Config, ConfigError, parse_setting
-from minicoord.storage.log import StoreError
 
 
 def _topic(text: str) -> tuple[str, int]:
@@ -245,6 +244,11 @@ def _run(coro: object) -> None:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    # Before anything imports kafka-python: the server needs its codecs, not its clients.
+    lazy_kafka.defer_client_package()
+    from minicoord.server.app import Server, serve
+    from minicoord.storage.log import StoreError
+
     args, rest = build_parser().parse_known_args(argv)
     if args.command == "bench":
         # Imported here: pyspark and matplotlib load only for benchmarks, never for serve.
