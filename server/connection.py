@@ -34,7 +34,6 @@ from minicoord.protocol.validate import null_violation
 from minicoord.server import request_log
 from minicoord.server.broker import Broker
 from minicoord.server.faults import can_fail, error_response
-from minicoord.server.handlers import api_versions
 from minicoord.server.handlers.base import (
     NO_RESPONSE,
     EncodedResponse,
@@ -377,6 +376,8 @@ class KafkaConnection(asyncio.Protocol):
         if spec.key == API_VERSIONS_KEY:
             # KIP-511: answer at v0 with our whole list, so the client can retry at a version
             # we serve.
+            from minicoord.server.handlers import api_versions
+
             response = api_versions.build(
                 0, ErrorCode.UNSUPPORTED_VERSION, self.broker.handlers.api_versions()
             )
