@@ -19,6 +19,7 @@ import json
 import sys
 import time
 
+from minicoord.protocol import deferred
 from minicoord.server import lazy_kafka
 
 lazy_kafka.defer_client_package()
@@ -27,12 +28,17 @@ from minicoord.testing.embedded import EmbeddedServer
 NOT_AT_START = [
     "kafka.admin", "kafka.consumer", "kafka.producer", "kafka.net",
     "kafka.protocol.admin", "kafka.protocol.consumer", "kafka.protocol.metadata",
-    "kafka.record", "kafka.codec", "crc32c", "re2", "prometheus_client",
+    "kafka.protocol.api_data", "kafka.record", "kafka.codec", "crc32c", "re2",
+    "prometheus_client",
     "minicoord.server.metrics", "minicoord.server.admin_http",
     "minicoord.server.handlers.api_versions", "minicoord.server.handlers.join_group",
 ]
 with EmbeddedServer() as server:
     report = {"at_start": [m for m in NOT_AT_START if m in sys.modules]}
+    report["records_run"] = [
+        m for m in ("classic_records", "consumer_records", "metadata_records")
+        if deferred.loaded(f"minicoord.protocol.{m}")
+    ]
     # A topic's first metadata record is its first batch (CRC-32C and all): made after the check.
     server.call(lambda: server.server.broker.create_topic("lazy", 2))
     from kafka import KafkaConsumer, TopicPartition
@@ -66,6 +72,7 @@ def test_start_loads_only_what_serving_needs_and_clients_still_work() -> None:
     assert result.returncode == 0, result.stderr
     report = json.loads(result.stdout.strip().splitlines()[-1])
     assert report["at_start"] == []
+    assert report["records_run"] == []
     assert report["assignment"] == [0, 1]
     assert report["committed"] == 7
     # Loaded as the consumer asked for them; nobody asked to create or delete anything.
