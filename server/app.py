@@ -9,7 +9,6 @@ import logging
 import signal
 import time
 from collections.abc import Iterable
-from pathlib import Path
 from typing import TYPE_CHECKING
 
 from minicoord.server import request_log
@@ -23,6 +22,8 @@ from minicoord.storage.cleaner import CleanResult, dirty_ratio, prepare
 from minicoord.storage.log import FlushPolicy, LogManager
 
 if TYPE_CHECKING:
+    from pathlib import Path
+
     from minicoord.server.metrics import Metrics
 
 log = logging.getLogger("minicoord.server")
@@ -51,8 +52,12 @@ class Server:
         self.config = config or Config()
         self.host = host
         self.port = port
+        if data_dir is not None:
+            from pathlib import Path  # here: an in-memory server does without pathlib
+
+            data_dir = Path(data_dir)
         self.logs = LogManager(
-            Path(data_dir) if data_dir is not None else None,
+            data_dir,
             FlushPolicy(self.config.log_flush_policy),
         )
         self.broker = Broker(self.config, logs=self.logs)

@@ -8,7 +8,6 @@ property test build records one way.
 from __future__ import annotations
 
 import functools
-import hashlib
 import struct
 import uuid
 from collections.abc import Iterable
@@ -96,6 +95,10 @@ def metadata_hash(names: Iterable[str], topics: TopicsView) -> int:
     found = sorted((t.name, t.topic_id.bytes, t.partitions) for n in names if (t := topics.get(n)))
     if not found:
         return 0
+    # Imported here: hashlib loads OpenSSL's libcrypto, half a megabyte of a server's memory
+    # that only consumer groups need.
+    import hashlib
+
     digest = hashlib.blake2b(digest_size=8)
     for name, tid, partitions in found:
         digest.update(name.encode() + b"\0" + tid + struct.pack(">i", partitions))
