@@ -65,3 +65,13 @@ def test_a_handler_is_loaded_when_first_asked_for() -> None:
     assert registry.get(12) is registry.get(12)
     assert registry.get(9999) is None
     assert [h.spec.key for h in registry] == list(APIS)
+
+
+def test_a_registry_of_given_handlers_serves_and_advertises_only_those() -> None:
+    heartbeat, commit = load_handler(12), load_handler(8)
+    registry = HandlerRegistry([commit, heartbeat])
+    assert registry.get(12) is heartbeat
+    assert registry.get(18) is None  # not given, so not loaded either
+    assert registry.versions() == [(8, 2, 10), (12, 0, 4)]
+    assert [a.api_key for a in registry.api_versions()] == [8, 12]
+    assert list(registry) == [commit, heartbeat]
