@@ -2,71 +2,10 @@
 
 from __future__ import annotations
 
+import importlib
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
-
-from kafka.protocol.admin import (
-    CreatePartitionsRequest,
-    CreatePartitionsResponse,
-    CreateTopicsRequest,
-    CreateTopicsResponse,
-    DeleteGroupsRequest,
-    DeleteGroupsResponse,
-    DeleteRecordsRequest,
-    DeleteRecordsResponse,
-    DeleteTopicsRequest,
-    DeleteTopicsResponse,
-    DescribeConfigsRequest,
-    DescribeConfigsResponse,
-    DescribeGroupsRequest,
-    DescribeGroupsResponse,
-    IncrementalAlterConfigsRequest,
-    IncrementalAlterConfigsResponse,
-    ListGroupsRequest,
-    ListGroupsResponse,
-)
-from kafka.protocol.consumer import (
-    FetchRequest,
-    FetchResponse,
-    HeartbeatRequest,
-    HeartbeatResponse,
-    JoinGroupRequest,
-    JoinGroupResponse,
-    LeaveGroupRequest,
-    LeaveGroupResponse,
-    ListOffsetsRequest,
-    ListOffsetsResponse,
-    OffsetCommitRequest,
-    OffsetCommitResponse,
-    OffsetDeleteRequest,
-    OffsetDeleteResponse,
-    OffsetFetchRequest,
-    OffsetFetchResponse,
-    OffsetForLeaderEpochRequest,
-    OffsetForLeaderEpochResponse,
-    SyncGroupRequest,
-    SyncGroupResponse,
-)
-from kafka.protocol.metadata import (
-    ApiVersionsRequest,
-    ApiVersionsResponse,
-    FindCoordinatorRequest,
-    FindCoordinatorResponse,
-    MetadataRequest,
-    MetadataResponse,
-)
-from kafka.protocol.producer import (
-    InitProducerIdRequest,
-    InitProducerIdResponse,
-    ProduceRequest,
-    ProduceResponse,
-)
-from minicoord.protocol.consumer_group_apis import (
-    ConsumerGroupDescribeRequest,
-    ConsumerGroupDescribeResponse,
-    ConsumerGroupHeartbeatRequest,
-    ConsumerGroupHeartbeatResponse,
-)
 
 
 @dataclass(frozen=True, slots=True)
@@ -94,34 +33,68 @@ def _spec(request: Any, response: Any) -> ApiSpec:
     )
 
 
-SPECS: dict[int, ApiSpec] = {
-    s.key: s
-    for s in (
-        _spec(ApiVersionsRequest, ApiVersionsResponse),
-        _spec(MetadataRequest, MetadataResponse),
-        _spec(FindCoordinatorRequest, FindCoordinatorResponse),
-        _spec(CreateTopicsRequest, CreateTopicsResponse),
-        _spec(ListOffsetsRequest, ListOffsetsResponse),
-        _spec(FetchRequest, FetchResponse),
-        _spec(ProduceRequest, ProduceResponse),
-        _spec(JoinGroupRequest, JoinGroupResponse),
-        _spec(SyncGroupRequest, SyncGroupResponse),
-        _spec(HeartbeatRequest, HeartbeatResponse),
-        _spec(LeaveGroupRequest, LeaveGroupResponse),
-        _spec(OffsetCommitRequest, OffsetCommitResponse),
-        _spec(OffsetFetchRequest, OffsetFetchResponse),
-        _spec(DescribeGroupsRequest, DescribeGroupsResponse),
-        _spec(ListGroupsRequest, ListGroupsResponse),
-        _spec(DeleteGroupsRequest, DeleteGroupsResponse),
-        _spec(OffsetDeleteRequest, OffsetDeleteResponse),
-        _spec(InitProducerIdRequest, InitProducerIdResponse),
-        _spec(OffsetForLeaderEpochRequest, OffsetForLeaderEpochResponse),
-        _spec(DeleteTopicsRequest, DeleteTopicsResponse),
-        _spec(CreatePartitionsRequest, CreatePartitionsResponse),
-        _spec(DeleteRecordsRequest, DeleteRecordsResponse),
-        _spec(DescribeConfigsRequest, DescribeConfigsResponse),
-        _spec(IncrementalAlterConfigsRequest, IncrementalAlterConfigsResponse),
-        _spec(ConsumerGroupHeartbeatRequest, ConsumerGroupHeartbeatResponse),
-        _spec(ConsumerGroupDescribeRequest, ConsumerGroupDescribeResponse),
-    )
+# API key -> Kafka's name for it and the module defining its `<name>Request` and
+# `<name>Response` classes. kafka-python builds each class from its JSON schema when its
+# module is imported, tens of milliseconds for all of them: a spec is built the first time
+# it is asked for, so a process imports only the classes of the APIs it serves.
+SOURCES: dict[int, tuple[str, str]] = {
+    18: ("ApiVersions", "kafka.protocol.metadata"),
+    3: ("Metadata", "kafka.protocol.metadata"),
+    10: ("FindCoordinator", "kafka.protocol.metadata"),
+    19: ("CreateTopics", "kafka.protocol.admin"),
+    2: ("ListOffsets", "kafka.protocol.consumer"),
+    1: ("Fetch", "kafka.protocol.consumer"),
+    0: ("Produce", "kafka.protocol.producer"),
+    11: ("JoinGroup", "kafka.protocol.consumer"),
+    14: ("SyncGroup", "kafka.protocol.consumer"),
+    12: ("Heartbeat", "kafka.protocol.consumer"),
+    13: ("LeaveGroup", "kafka.protocol.consumer"),
+    8: ("OffsetCommit", "kafka.protocol.consumer"),
+    9: ("OffsetFetch", "kafka.protocol.consumer"),
+    15: ("DescribeGroups", "kafka.protocol.admin"),
+    16: ("ListGroups", "kafka.protocol.admin"),
+    42: ("DeleteGroups", "kafka.protocol.admin"),
+    47: ("OffsetDelete", "kafka.protocol.consumer"),
+    22: ("InitProducerId", "kafka.protocol.producer"),
+    23: ("OffsetForLeaderEpoch", "kafka.protocol.consumer"),
+    20: ("DeleteTopics", "kafka.protocol.admin"),
+    37: ("CreatePartitions", "kafka.protocol.admin"),
+    21: ("DeleteRecords", "kafka.protocol.admin"),
+    32: ("DescribeConfigs", "kafka.protocol.admin"),
+    44: ("IncrementalAlterConfigs", "kafka.protocol.admin"),
+    68: ("ConsumerGroupHeartbeat", "minicoord.protocol.consumer_group_apis"),
+    69: ("ConsumerGroupDescribe", "minicoord.protocol.consumer_group_apis"),
 }
+
+
+def api_name(key: int) -> str:
+    """Kafka's name of an API we serve, without loading its classes (KeyError if none)."""
+    return SOURCES[key][0]
+
+
+class _Specs(Mapping[int, ApiSpec]):
+    """Every API's spec by key, each built on first access; keys and names need no loading."""
+
+    def __init__(self) -> None:
+        self._built: dict[int, ApiSpec] = {}
+
+    def __getitem__(self, key: int) -> ApiSpec:
+        spec = self._built.get(key)
+        if spec is None:
+            name, module_name = SOURCES[key]
+            module = importlib.import_module(module_name)
+            spec = _spec(getattr(module, f"{name}Request"), getattr(module, f"{name}Response"))
+            self._built[key] = spec
+        return spec
+
+    def __contains__(self, key: object) -> bool:
+        return key in SOURCES
+
+    def __iter__(self) -> Iterator[int]:
+        return iter(SOURCES)
+
+    def __len__(self) -> int:
+        return len(SOURCES)
+
+
+SPECS: Mapping[int, ApiSpec] = _Specs()

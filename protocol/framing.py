@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import struct
-from collections import deque
 
 _SIZE = struct.Struct(">i")
 # Frames at least this big are handed out as memoryviews of what was read (no copy when a
@@ -41,7 +40,9 @@ class FrameReader:
     __slots__ = ("_chunks", "_have", "_max_size", "_pos")
 
     def __init__(self, max_size: int) -> None:
-        self._chunks: deque[bytes] = deque()
+        # A list, not a deque: it rarely holds more than one chunk, and an idle connection's
+        # empty list is 56 bytes where a deque is 760, times every connection.
+        self._chunks: list[bytes] = []
         self._pos = 0  # consumed bytes at the start of the first chunk
         self._have = 0  # unconsumed bytes over all chunks
         self._max_size = max_size
@@ -107,7 +108,7 @@ class FrameReader:
         chunks = self._chunks
         pos = self._pos + n
         while chunks and pos >= len(chunks[0]):
-            pos -= len(chunks.popleft())
+            pos -= len(chunks.pop(0))
         self._pos = pos if chunks else 0
 
     def feed(self, data: bytes) -> list[bytes | memoryview]:

@@ -11,8 +11,7 @@ import struct
 from dataclasses import dataclass
 from typing import Any
 
-from kafka.protocol.api_data import ApiData
-from minicoord.protocol import consumer_records, schemas
+from minicoord.protocol import classic_records, consumer_records
 
 # Versions minicoord writes (Kafka 3.x/4.x write the same for classic groups).
 OFFSET_COMMIT_KEY_VERSION = 1
@@ -21,20 +20,17 @@ GROUP_METADATA_KEY_VERSION = 2
 GROUP_METADATA_VALUE_VERSION = 3
 
 
-class OffsetCommitKey(ApiData, load_json=schemas):
-    pass
+# The generated record classes are in classic_records, built on first use; these names
+# still find them here.
+_CLASSES = frozenset(
+    {"OffsetCommitKey", "OffsetCommitValue", "GroupMetadataKey", "GroupMetadataValue"}
+)
 
 
-class OffsetCommitValue(ApiData, load_json=schemas):
-    pass
-
-
-class GroupMetadataKey(ApiData, load_json=schemas):
-    pass
-
-
-class GroupMetadataValue(ApiData, load_json=schemas):
-    pass
+def __getattr__(name: str) -> Any:
+    if name in _CLASSES:
+        return getattr(classic_records, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 @dataclass(frozen=True, slots=True)
@@ -85,7 +81,7 @@ def offset_commit_value(
 
 def generated_offset_commit_key(group: str, topic: str, partition: int) -> bytes:
     return bytes(
-        OffsetCommitKey(group=group, topic=topic, partition=partition).encode(
+        classic_records.OffsetCommitKey(group=group, topic=topic, partition=partition).encode(
             version=OFFSET_COMMIT_KEY_VERSION
         )
     )
@@ -95,7 +91,7 @@ def generated_offset_commit_value(
     offset: int, leader_epoch: int, metadata: str, commit_timestamp: int
 ) -> bytes:
     return bytes(
-        OffsetCommitValue(
+        classic_records.OffsetCommitValue(
             offset=offset,
             leader_epoch=leader_epoch,
             metadata=metadata,
@@ -105,13 +101,19 @@ def generated_offset_commit_value(
 
 
 def group_metadata_key(group: str) -> bytes:
-    return bytes(GroupMetadataKey(group=group).encode(version=GROUP_METADATA_KEY_VERSION))
+    return bytes(
+        classic_records.GroupMetadataKey(group=group).encode(version=GROUP_METADATA_KEY_VERSION)
+    )
 
 
 def group_metadata_value(**fields: Any) -> bytes:
-    members = [GroupMetadataValue.MemberMetadata(**m) for m in fields.pop("members")]
+    members = [
+        classic_records.GroupMetadataValue.MemberMetadata(**m) for m in fields.pop("members")
+    ]
     return bytes(
-        GroupMetadataValue(members=members, **fields).encode(version=GROUP_METADATA_VALUE_VERSION)
+        classic_records.GroupMetadataValue(members=members, **fields).encode(
+            version=GROUP_METADATA_VALUE_VERSION
+        )
     )
 
 
@@ -124,17 +126,17 @@ def decode_key(key: bytes) -> Any:
     """Decode a record key by its leading type, as Kafka's loader does."""
     rtype = record_type(key)
     if rtype in (0, 1):
-        return OffsetCommitKey.decode(key)
+        return classic_records.OffsetCommitKey.decode(key)
     if rtype == 2:
-        return GroupMetadataKey.decode(key)
+        return classic_records.GroupMetadataKey.decode(key)
     if rtype in consumer_records.TYPES:
         return consumer_records.decode_key(rtype, key)
     raise ValueError(f"unknown __consumer_offsets record type {rtype}")
 
 
 def decode_value(key: Any, value: bytes) -> Any:
-    if isinstance(key, OffsetCommitKey):
-        return OffsetCommitValue.decode(value)
-    if isinstance(key, GroupMetadataKey):
-        return GroupMetadataValue.decode(value)
+    if isinstance(key, classic_records.OffsetCommitKey):
+        return classic_records.OffsetCommitValue.decode(value)
+    if isinstance(key, classic_records.GroupMetadataKey):
+        return classic_records.GroupMetadataValue.decode(value)
     return consumer_records.decode_value(consumer_records.KEY_TYPE[type(key)], value)

@@ -10,10 +10,15 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 from urllib.parse import parse_qs, urlsplit
 
 from minicoord.server.control_api import control_routes
-from minicoord.server.metrics import Metrics
+
+if TYPE_CHECKING:
+    # For annotations only: a server with just its control port on does without
+    # prometheus_client.
+    from minicoord.server.metrics import Metrics
 
 log = logging.getLogger("minicoord.admin")
 

@@ -9,19 +9,22 @@ import logging
 import signal
 import time
 from collections.abc import Iterable
-from pathlib import Path
+from typing import TYPE_CHECKING
 
 from minicoord.server import request_log
-from minicoord.server.admin_http import control_routes, metrics_routes, start_http
 from minicoord.server.broker import Broker
 from minicoord.server.config import Config
 from minicoord.server.connection import KafkaConnection
 from minicoord.server.faults import Controller
 from minicoord.server.loading import load_logs, plan_loading
-from minicoord.server.metrics import Metrics
 from minicoord.server.topics import OFFSETS_TOPIC, Topic
 from minicoord.storage.cleaner import CleanResult, dirty_ratio, prepare
 from minicoord.storage.log import FlushPolicy, LogManager
+
+if TYPE_CHECKING:
+    from pathlib import Path
+
+    from minicoord.server.metrics import Metrics
 
 log = logging.getLogger("minicoord.server")
 
@@ -49,14 +52,22 @@ class Server:
         self.config = config or Config()
         self.host = host
         self.port = port
+        if data_dir is not None:
+            from pathlib import Path  # here: an in-memory server does without pathlib
+
+            data_dir = Path(data_dir)
         self.logs = LogManager(
-            Path(data_dir) if data_dir is not None else None,
+            data_dir,
             FlushPolicy(self.config.log_flush_policy),
         )
         self.broker = Broker(self.config, logs=self.logs)
         self.control = Controller(self.broker)
         self.metrics: Metrics | None = None
         if metrics_port is not None:
+            # Imported here: prometheus_client is a good share of the start-up time and memory
+            # of a server, and one without --metrics-port does without it.
+            from minicoord.server.metrics import Metrics
+
             self.metrics = self.broker.metrics = Metrics(self.broker)
         self.metrics_port = metrics_port
         self.control_port = control_port
@@ -103,12 +114,17 @@ class Server:
         # With port 0 the OS picked one: report what we actually bound.
         self.port = self._server.sockets[0].getsockname()[1]
         if self.metrics is not None and self.metrics_port is not None:
+            from minicoord.server.admin_http import metrics_routes, start_http
+
             http = await start_http(
                 metrics_routes(self.metrics), self.admin_host, self.metrics_port
             )
             self._admin.append(http)
             self.metrics_port = http.sockets[0].getsockname()[1]
         if self.control_port is not None:
+            # The HTTP endpoint loads only for a server that has one.
+            from minicoord.server.admin_http import control_routes, start_http
+
             http = await start_http(
                 control_routes(self.control), self.admin_host, self.control_port
             )

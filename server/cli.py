@@ -4,13 +4,16 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import os
 import sys
 from collections.abc import Sequence
-from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
-from minicoord.server.app import Server, serve
+from minicoord.server import lazy_kafka
 from minicoord.server.config import Config, ConfigError, parse_setting
-from minicoord.storage.log import StoreError
+
+if TYPE_CHECKING:
+    from pathlib import Path
 
 
 def _topic(text: str) -> tuple[str, int]:
@@ -31,10 +34,42 @@ def _topic(text: str) -> tuple[str, int]:
     return name, partitions
 
 
+class _HelpFormatter(argparse.HelpFormatter):
+    """argparse's formatter, told the terminal's width.
+
+    Left to find it, argparse imports shutil, which loads the bz2 and lzma libraries: half a
+    megabyte of every `serve` process, for help it never prints.
+    """
+
+    def __init__(self, prog: str, **kwargs: Any) -> None:
+        kwargs.setdefault("width", _terminal_columns() - 2)
+        super().__init__(prog, **kwargs)
+
+
+def _terminal_columns() -> int:
+    # shutil.get_terminal_size's rule: $COLUMNS, else the terminal's width, else 80.
+    try:
+        columns = int(os.environ["COLUMNS"])
+    except (KeyError, ValueError):
+        columns = 0
+    if columns <= 0:
+        try:
+            columns = os.get_terminal_size(sys.__stdout__.fileno()).columns  # type: ignore[union-attr]
+        except (AttributeError, ValueError, OSError):
+            columns = 0
+    return columns or 80
+
+
+class _Parser(argparse.ArgumentParser):
+    """An ArgumentParser with the formatter above; its subcommands' parsers are of this class."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        kwargs.setdefault("formatter_class", _HelpFormatter)
+        super().__init__(*args, **kwargs)
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
-        prog="minicoord", description="A Kafka consumer-group coordinator."
-    )
+    parser = _Parser(prog="minicoord", description="A Kafka consumer-group coordinator.")
     sub = parser.add_subparsers(dest="command", required=True)
     s = sub.add_parser("serve", help="run the coordinator")
     s.add_argument("--host", default="127.0.0.1", help="address to listen on (127.0.0.1)")
@@ -189,6 +224,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _log_command(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
     from minicoord.storage import tools
 
     data_dir = Path(args.dir)
@@ -245,6 +282,11 @@ def _run(coro: object) -> None:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    # Before anything imports kafka-python: the server needs its codecs, not its clients.
+    lazy_kafka.defer_client_package()
+    from minicoord.server.app import Server, serve
+    from minicoord.storage.log import StoreError
+
     args, rest = build_parser().parse_known_args(argv)
     if args.command == "bench":
         # Imported here: pyspark and matplotlib load only for benchmarks, never for serve.

@@ -15,10 +15,11 @@ from __future__ import annotations
 import asyncio
 import logging
 import struct
+import sys
 import time
 from collections import deque
 from collections.abc import Callable
-from typing import Any
+from typing import Any, TypeVar
 
 from minicoord.protocol.apis import ApiSpec
 from minicoord.protocol.errors import ErrorCode
@@ -34,7 +35,6 @@ from minicoord.protocol.validate import null_violation
 from minicoord.server import request_log
 from minicoord.server.broker import Broker
 from minicoord.server.faults import can_fail, error_response
-from minicoord.server.handlers import api_versions
 from minicoord.server.handlers.base import (
     NO_RESPONSE,
     EncodedResponse,
@@ -43,6 +43,7 @@ from minicoord.server.handlers.base import (
 )
 
 log = logging.getLogger("minicoord.connection")
+T = TypeVar("T")
 
 _SIZE = struct.Struct(">i")
 API_VERSIONS_KEY = 18
@@ -65,6 +66,20 @@ def encode_response(header: RequestHeader, spec: ApiSpec, response: Any) -> Answ
         size = len(head) + sum(len(part) for part in body)
         return [_SIZE.pack(size) + head, *body]
     return _SIZE.pack(len(head) + len(body)) + head + body
+
+
+# Values thousands of connections hold alike (their client's host, our own address): one copy
+# each, not one per connection. Bounded by clearing, which only forgets the sharing.
+_SHARED: dict[Any, Any] = {}
+
+
+def _shared(value: T) -> T:
+    found = _SHARED.get(value)
+    if found is None:
+        if len(_SHARED) >= 4096:
+            _SHARED.clear()
+        found = _SHARED[value] = value
+    return found  # type: ignore[no-any-return]
 
 
 class ParkedReply:
@@ -110,6 +125,7 @@ class KafkaConnection(asyncio.Protocol):
         "_draining",
         "_max_queued",
         "_observe",
+        "_peer_port",
         "_queue",
         "_read_paused",
         "_reader",
@@ -121,7 +137,6 @@ class KafkaConnection(asyncio.Protocol):
         "local_host",
         "local_port",
         "peak_pending",
-        "peer",
         "transport",
     )
 
@@ -136,7 +151,7 @@ class KafkaConnection(asyncio.Protocol):
         self._corked: list[bytes] | None = None
         self._corked_bytes = 0
         self.closed = False
-        self.peer = "unknown"
+        self._peer_port = 0
         self.client_host = ""
         self.local_host = ""
         self.local_port = 0
@@ -160,10 +175,10 @@ class KafkaConnection(asyncio.Protocol):
         peer = transport.get_extra_info("peername")
         local = transport.get_extra_info("sockname")
         if peer:
-            self.peer = f"{peer[0]}:{peer[1]}"
-            self.client_host = f"/{peer[0]}"
+            self._peer_port = peer[1]
+            self.client_host = _shared(f"/{peer[0]}")
         if local:
-            self.local_host, self.local_port = local[0], local[1]
+            self.local_host, self.local_port = _shared(local[:2])
         advertised = self.broker.advertised
         if advertised is not None:
             self.local_host, self.local_port = advertised
@@ -172,6 +187,11 @@ class KafkaConnection(asyncio.Protocol):
             self.abort(f"max.connections={limit} reached")
             return
         self.broker.connections.add(self)
+
+    @property
+    def peer(self) -> str:
+        """The client's address as log lines name it (made when needed, not per connection)."""
+        return f"{self.client_host[1:]}:{self._peer_port}" if self.client_host else "unknown"
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.closed = True
@@ -251,7 +271,10 @@ class KafkaConnection(asyncio.Protocol):
         except MalformedHeader as exc:
             self.abort(f"malformed request header: {exc}")
             return
-        self._client_id = header.client_id
+        client_id = header.client_id
+        if client_id != self._client_id:
+            # Interned: the coordinator's member records of this client share the one copy.
+            self._client_id = sys.intern(client_id) if client_id else client_id
         handler = self.broker.handlers.get(header.api_key)
         if handler is None:
             self._unserved(header)
@@ -377,6 +400,8 @@ class KafkaConnection(asyncio.Protocol):
         if spec.key == API_VERSIONS_KEY:
             # KIP-511: answer at v0 with our whole list, so the client can retry at a version
             # we serve.
+            from minicoord.server.handlers import api_versions
+
             response = api_versions.build(
                 0, ErrorCode.UNSUPPORTED_VERSION, self.broker.handlers.api_versions()
             )

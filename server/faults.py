@@ -23,7 +23,7 @@ import logging
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from minicoord.protocol.apis import SPECS
+from minicoord.protocol.apis import SOURCES, SPECS, api_name
 from minicoord.protocol.errors import ErrorCode
 from minicoord.server.coordinator.coordinator import PartitionStatus
 
@@ -32,7 +32,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("minicoord.faults")
 
-API_BY_NAME = {spec.name.lower(): spec.key for spec in SPECS.values()}
+API_BY_NAME = {name.lower(): key for key, (name, _) in SOURCES.items()}
 
 
 def api_key(api: str | int) -> int:
@@ -299,7 +299,7 @@ class Controller:
             raise ValueError("count must be at least 1")
         if not can_fail(rule.api_key):
             raise ValueError(
-                f"{SPECS[rule.api_key].name} answers errors per resource; "
+                f"{api_name(rule.api_key)} answers errors per resource; "
                 "failing it is not supported (cut its connection instead)"
             )
         self.faults.fail_rules.append(rule)

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
-from minicoord.protocol.apis import SPECS
+from minicoord.protocol.apis import api_name
 from minicoord.protocol.errors import ErrorCode
 from minicoord.server.coordinator.consumer.group import ConsumerGroup, ConsumerGroupState
 from minicoord.server.coordinator.results import RebalanceEvent
@@ -87,7 +87,7 @@ class Metrics:
         """Count a request; returns the latency histogram child to observe on its response."""
         children = self._request_children.get((api_key, version))
         if children is None:
-            name = SPECS[api_key].name
+            name = api_name(api_key)
             children = (
                 self.requests.labels(name, str(version)),
                 self.latency.labels(name, str(version)),
@@ -106,7 +106,7 @@ class Metrics:
                 name = ErrorCode(error).name
             except ValueError:
                 name = str(error)
-            self.errors.labels(SPECS[api_key].name, name).inc()
+            self.errors.labels(api_name(api_key), name).inc()
 
     def on_rebalance(self, event: RebalanceEvent) -> None:
         self.rebalances.labels(event.protocol, event.state).inc()

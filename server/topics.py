@@ -34,6 +34,10 @@ from minicoord.storage.partition_log import PartitionLog
 log = logging.getLogger("minicoord.topics")
 
 OFFSETS_TOPIC = "__consumer_offsets"
+# A stable id derived from the name (the offsets topic is not in the metadata log):
+# uuid5(NAMESPACE_URL, "minicoord:__consumer_offsets"), written out because computing it
+# loads OpenSSL's libcrypto for its SHA-1, half a megabyte of every server's memory.
+OFFSETS_TOPIC_ID = uuid.UUID("edf628af-25d1-53c4-bc07-61b211103a47")
 METADATA_TOPIC = "__cluster_metadata"
 _LEGAL = re.compile(r"[a-zA-Z0-9._-]+")
 MAX_NAME_LENGTH = 249
@@ -97,8 +101,7 @@ class TopicRegistry:
         offsets = Topic(
             OFFSETS_TOPIC,
             config.offsets_topic_num_partitions,
-            # A stable id derived from the name: the offsets topic is not in the metadata log.
-            uuid.uuid5(uuid.NAMESPACE_URL, "minicoord:" + OFFSETS_TOPIC),
+            OFFSETS_TOPIC_ID,
             internal=True,
         )
         # Kafka's offsets topic is compacted (its segment size is offsets.topic.segment.bytes).

@@ -13,13 +13,19 @@ python-snappy, lz4 and zstandard, also dependencies).
 from __future__ import annotations
 
 import struct
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from crc32c import crc32c
-from kafka.record.default_records import DefaultRecordBatch, DefaultRecordBatchBuilder
 from minicoord.protocol.records import Record
+
+if TYPE_CHECKING:
+    from kafka.record.default_records import DefaultRecordBatch, DefaultRecordBatchBuilder
+
+# kafka-python's record code and the `crc32c` extension are imported with the first batch
+# built, checked or read, not at start: importing the `crc32c` package reads its distribution
+# metadata (importlib.metadata), and with kafka.record that is about 40 ms of a server's
+# start-up and 5 MB of its memory, before it has a batch to handle.
 
 # The whole v2 batch header: base offset, length, leader epoch, magic, CRC, attributes,
 # last offset delta, first timestamp, max timestamp, producer id, producer epoch, base
@@ -53,6 +59,19 @@ _I64 = struct.Struct(">q")
 _I32 = struct.Struct(">i")
 _U32 = struct.Struct(">I")
 _I16 = struct.Struct(">h")
+
+
+def _first_crc32c(data: bytes | bytearray | memoryview) -> int:
+    """The first CRC-32C asked for: import the extension, and put its function in this
+    module's `crc32c`, so that every later call goes to it directly."""
+    global crc32c
+    from crc32c import crc32c as extension
+
+    crc32c = extension
+    return extension(data)
+
+
+crc32c: Callable[[bytes | bytearray | memoryview], int] = _first_crc32c
 
 
 @dataclass(frozen=True, slots=True)
@@ -150,6 +169,8 @@ def _builder(
     producer_epoch: int = -1,
     base_sequence: int = NO_SEQUENCE,
 ) -> DefaultRecordBatchBuilder:
+    from kafka.record.default_records import DefaultRecordBatchBuilder
+
     return DefaultRecordBatchBuilder(
         magic=MAGIC,
         compression_type=compression,
@@ -271,6 +292,8 @@ def batch_extent(buf: bytes | bytearray | memoryview, pos: int) -> tuple[int, in
 
 def check_batch(data: bytes | bytearray | memoryview) -> DefaultRecordBatch:
     """Parse one whole batch and verify it, raising CorruptBatch on any damage."""
+    from kafka.record.default_records import DefaultRecordBatch
+
     if len(data) < MIN_BATCH_SIZE:
         raise CorruptBatch(f"batch of {len(data)} bytes is shorter than a batch header")
     _base, length = _PREFIX.unpack_from(data, 0)

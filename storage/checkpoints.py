@@ -13,7 +13,11 @@ from __future__ import annotations
 import base64
 import os
 import uuid
-from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    # Annotations only: a server that keeps its logs in memory does without pathlib.
+    from pathlib import Path
 
 LOG_START_OFFSET_CHECKPOINT = "log-start-offset-checkpoint"
 PARTITION_METADATA = "partition.metadata"

@@ -21,10 +21,15 @@ import os
 import re
 from collections.abc import Iterable
 from enum import Enum
-from pathlib import Path
+from typing import TYPE_CHECKING
 
 from minicoord.storage.checkpoints import LOG_START_OFFSET_CHECKPOINT, read_offsets, write_offsets
 from minicoord.storage.partition_log import BatchCallback, PartitionLog, WriteMark
+
+if TYPE_CHECKING:
+    # For annotations only: pathlib (with urllib.parse and ipaddress behind it) is a good
+    # share of the start-up of a server that keeps its logs in memory and never needs a path.
+    from pathlib import Path
 
 log = logging.getLogger("minicoord.storage")
 

@@ -27,13 +27,12 @@ from __future__ import annotations
 
 import logging
 import os
-import shutil
 import struct
 import threading
 from bisect import bisect_right
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
-from pathlib import Path
+from typing import TYPE_CHECKING
 
 from minicoord.protocol.records import Record
 from minicoord.storage.batch import (
@@ -61,6 +60,10 @@ from minicoord.storage.segment import (
     Segment,
     segment_name,
 )
+
+if TYPE_CHECKING:
+    # Annotations only: a server that keeps its logs in memory does without pathlib.
+    from pathlib import Path
 
 log = logging.getLogger("minicoord.storage")
 
@@ -506,6 +509,10 @@ class PartitionLog:
         for segment in segments:
             segment.delete()
         if self.directory is not None:
+            # Imported here: shutil loads the bz2 and lzma libraries, memory a server that
+            # deletes no topic does without.
+            import shutil
+
             shutil.rmtree(self.directory, ignore_errors=True)
 
 

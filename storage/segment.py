@@ -22,7 +22,11 @@ from array import array
 from bisect import bisect_right
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    # Annotations only: a server that keeps its logs in memory does without pathlib.
+    from pathlib import Path
 
 SUFFIX = ".log"
 # The most buffers one writev takes (Linux's IOV_MAX).

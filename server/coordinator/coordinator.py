@@ -13,7 +13,6 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from enum import Enum
 
-from kafka.protocol.consumer.metadata import ConsumerProtocolSubscription
 from minicoord.protocol.errors import ErrorCode
 from minicoord.server.config import Config
 from minicoord.server.coordinator.classic.manager import GroupManager, Protocols, random_member_id
@@ -749,6 +748,9 @@ def _validate_consumer_commit(
 
 
 def _subscribed_topics(subscriptions: list[bytes]) -> set[str]:
+    # Imported here, not at start: kafka-python builds its consumer classes on import.
+    from kafka.protocol.consumer.metadata import ConsumerProtocolSubscription
+
     topics: set[str] = set()
     for raw in subscriptions:
         try:

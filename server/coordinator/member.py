@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from dataclasses import dataclass, field
 
 from minicoord.server.coordinator.results import Ticket
@@ -53,6 +54,10 @@ class Member:
 
     def __post_init__(self) -> None:
         self.protocols, self.protocol_names = intern_protocols(self.protocols)
+        # Shared with every member (and connection) that has the same: thousands of members
+        # of one application hold one copy, not one each.
+        self.client_id = sys.intern(self.client_id)
+        self.protocol_type = sys.intern(self.protocol_type)
 
     @property
     def awaiting_join(self) -> bool:

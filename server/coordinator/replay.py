@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from minicoord.protocol import consumer_records as cr
-from minicoord.protocol.records import OffsetCommitKey, decode_key, decode_value, record_type
+from minicoord.protocol.records import decode_key, decode_value, record_type
 from minicoord.server.coordinator.consumer.group import (
     ClassicProtocols,
     ConsumerGroup,
@@ -49,6 +49,9 @@ class PartitionReplay:
 
     def decode(self) -> None:
         """Decode the surviving records into `groups` and `offsets` (tombstoned keys drop out)."""
+        # Imported here: the generated record classes are built on first use, not at start.
+        from minicoord.protocol.classic_records import OffsetCommitKey
+
         for key, value in self.latest.items():
             if value is None:
                 continue

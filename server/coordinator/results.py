@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -138,6 +137,8 @@ def announce_rebalance(
 ) -> None:
     """The one line per rebalance an operator greps for (key=value, reason quoted), and the
     listeners (metrics)."""
+    import json  # here, not at start: a server that never rebalances does without it
+
     rebalance_log.info(
         "rebalance group=%s generation=%d state=%s members=%d duration_ms=%d reason=%s protocol=%s",
         event.group_id,

@@ -19,8 +19,13 @@ class TimerQueue:
     __slots__ = ("_heap", "_live", "_seq")
 
     def __init__(self) -> None:
-        self._heap: list[tuple[int, int, Hashable]] = []
-        self._live: dict[Hashable, tuple[int, int, TimerCallback, tuple[Any, ...] | None]] = {}
+        # One entry per scheduling, [deadline, seq, key, callback, args], in the heap and (while
+        # it is the key's current one) in `_live`. The heap orders entries by deadline, then
+        # seq, which is unique, so a key is never compared. A superseded or cancelled entry
+        # stays in the heap until it surfaces, with its key, callback and args dropped at once:
+        # what waits there is a small husk, not a member's key and arguments.
+        self._heap: list[list[Any]] = []
+        self._live: dict[Hashable, list[Any]] = {}
         self._seq = itertools.count()
 
     def schedule(
@@ -34,21 +39,26 @@ class TimerQueue:
 
         `args` lets one shared callback serve thousands of keys without a closure each.
         """
-        seq = next(self._seq)
-        self._live[key] = (seq, deadline, callback, args)
-        heapq.heappush(self._heap, (deadline, seq, key))
+        entry = [deadline, next(self._seq), key, callback, args]
+        old = self._live.get(key)
+        if old is not None:
+            _retire(old)
+        self._live[key] = entry
+        heapq.heappush(self._heap, entry)
         # Superseded entries pile up when one key is rescheduled often; rebuild before they
         # dominate the heap.
         if len(self._heap) > 64 and len(self._heap) > 4 * len(self._live):
-            self._heap = [(d, s, k) for k, (s, d, _, _) in self._live.items()]
+            self._heap = list(self._live.values())
             heapq.heapify(self._heap)
 
     def cancel(self, key: Hashable) -> None:
-        self._live.pop(key, None)
+        entry = self._live.pop(key, None)
+        if entry is not None:
+            _retire(entry)
 
     def deadline_of(self, key: Hashable) -> int | None:
         entry = self._live.get(key)
-        return entry[1] if entry else None
+        return entry[0] if entry else None
 
     def __contains__(self, key: Hashable) -> bool:
         return key in self._live
@@ -59,9 +69,9 @@ class TimerQueue:
     def next_deadline(self) -> int | None:
         heap = self._heap
         while heap:
-            deadline, seq, key = heap[0]
-            entry = self._live.get(key)
-            if entry is not None and entry[0] == seq:
+            head = heap[0]
+            if head[3] is not None:
+                deadline: int = head[0]
                 return deadline
             heapq.heappop(heap)
         return None
@@ -71,13 +81,17 @@ class TimerQueue:
         due: list[TimerCallback] = []
         heap = self._heap
         while heap and heap[0][0] <= now:
-            _deadline, seq, key = heapq.heappop(heap)
-            entry = self._live.get(key)
-            if entry is not None and entry[0] == seq:
-                del self._live[key]
-                callback, args = entry[2], entry[3]
-                if args is None:
-                    due.append(callback)
-                else:
-                    due.append(lambda now, cb=callback, a=args: cb(now, *a))
+            _deadline, _seq, key, callback, args = heapq.heappop(heap)
+            if callback is None:
+                continue  # superseded or cancelled
+            del self._live[key]
+            if args is None:
+                due.append(callback)
+            else:
+                due.append(lambda now, cb=callback, a=args: cb(now, *a))
         return due
+
+
+def _retire(entry: list[Any]) -> None:
+    """Mark an entry dead where it lies in the heap, dropping what it held."""
+    entry[2] = entry[3] = entry[4] = None

@@ -17,8 +17,6 @@ from __future__ import annotations
 import struct
 from dataclasses import dataclass
 
-from crc32c import crc32c
-from kafka.codec import gzip_decode, lz4_decode, snappy_decode, zstd_decode
 from minicoord.protocol.errors import ErrorCode
 from minicoord.storage.batch import (
     ATTRIBUTES_AT,
@@ -39,7 +37,9 @@ from minicoord.storage.batch import (
 )
 
 ZSTD = 4
-_DECOMPRESS = {1: gzip_decode, 2: snappy_decode, 3: lz4_decode, ZSTD: zstd_decode}
+# Codec names in kafka.codec, by compression type; the codecs (and crc32c) are imported with a
+# server's first produced batch, not at its start (see storage/batch.py).
+_DECOMPRESS = {1: "gzip_decode", 2: "snappy_decode", 3: "lz4_decode", ZSTD: "zstd_decode"}
 _PREFIX = struct.Struct(">qi")
 _I64 = struct.Struct(">q")
 _U32 = struct.Struct(">I")
@@ -118,9 +118,12 @@ def check_produced(
         body: bytes | bytearray | memoryview = records
         start, end = HEADER_SIZE, size
     else:
-        decompress = _DECOMPRESS.get(compression)
-        if decompress is None:
+        codec = _DECOMPRESS.get(compression)
+        if codec is None:
             raise InvalidBatch(ErrorCode.CORRUPT_MESSAGE, f"unknown compression type {compression}")
+        import kafka.codec
+
+        decompress = getattr(kafka.codec, codec)
         try:
             body = decompress(bytes(memoryview(records)[HEADER_SIZE:size]))
         except Exception as exc:
@@ -146,6 +149,8 @@ def check_produced(
         return batch, batch_info(batch)
     if max_ts != info.max_timestamp:
         # As Kafka does: the batch says what its records say, whatever the producer wrote.
+        from crc32c import crc32c
+
         _I64.pack_into(batch, MAX_TIMESTAMP_AT, max_ts)
         _U32.pack_into(batch, CRC_AT, crc32c(memoryview(batch)[ATTRIBUTES_AT:]))
         info = batch_info(batch)

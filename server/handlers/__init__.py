@@ -1,93 +1,99 @@
 """One handler module per Kafka API; this registry is what ApiVersions advertises.
 
-An API is served and advertised because its module is listed here, never through a
-separate list that could drift from what is handled.
+An API is served and advertised because its module is listed here. A handler module (and the
+kafka-python classes it decodes and encodes with) is imported the first time its API is
+requested: a server that is never sent a CreateTopics never builds its classes, and none of
+them is built at start. ApiVersions is answered from the version ranges written out below,
+without loading every module; tests/protocol/test_lazy_registry.py proves this table equal to
+each module's HANDLER, so it cannot drift from what is handled.
 """
 
 from __future__ import annotations
 
+import importlib
+from collections.abc import Iterable, Iterator
 from typing import Any
 
-from kafka.protocol.metadata import ApiVersionsResponse
-from minicoord.server.handlers import (
-    api_versions,
-    consumer_group_describe,
-    consumer_group_heartbeat,
-    create_partitions,
-    create_topics,
-    delete_groups,
-    delete_records,
-    delete_topics,
-    describe_configs,
-    describe_groups,
-    fetch,
-    find_coordinator,
-    heartbeat,
-    incremental_alter_configs,
-    init_producer_id,
-    join_group,
-    leave_group,
-    list_groups,
-    list_offsets,
-    metadata,
-    offset_commit,
-    offset_delete,
-    offset_fetch,
-    offset_for_leader_epoch,
-    produce,
-    sync_group,
-)
 from minicoord.server.handlers.base import Handler
 
-MODULES = (
-    api_versions,
-    metadata,
-    find_coordinator,
-    create_topics,
-    list_offsets,
-    fetch,
-    produce,
-    join_group,
-    sync_group,
-    heartbeat,
-    leave_group,
-    offset_commit,
-    offset_fetch,
-    describe_groups,
-    list_groups,
-    delete_groups,
-    offset_delete,
-    init_producer_id,
-    offset_for_leader_epoch,
-    delete_topics,
-    create_partitions,
-    delete_records,
-    describe_configs,
-    incremental_alter_configs,
-    consumer_group_heartbeat,
-    consumer_group_describe,
-)
+# API key -> (handler module in this package, lowest version served, highest version served),
+# in the order the API table of the README lists them.
+APIS: dict[int, tuple[str, int, int]] = {
+    18: ("api_versions", 0, 4),
+    3: ("metadata", 0, 13),
+    10: ("find_coordinator", 0, 6),
+    19: ("create_topics", 2, 7),
+    2: ("list_offsets", 1, 11),
+    1: ("fetch", 4, 18),
+    0: ("produce", 3, 13),
+    11: ("join_group", 0, 9),
+    14: ("sync_group", 0, 5),
+    12: ("heartbeat", 0, 4),
+    13: ("leave_group", 0, 5),
+    8: ("offset_commit", 2, 10),
+    9: ("offset_fetch", 1, 10),
+    15: ("describe_groups", 0, 6),
+    16: ("list_groups", 0, 5),
+    42: ("delete_groups", 0, 2),
+    47: ("offset_delete", 0, 0),
+    22: ("init_producer_id", 0, 5),
+    23: ("offset_for_leader_epoch", 2, 4),
+    20: ("delete_topics", 1, 6),
+    37: ("create_partitions", 0, 3),
+    21: ("delete_records", 0, 2),
+    32: ("describe_configs", 1, 4),
+    44: ("incremental_alter_configs", 0, 1),
+    68: ("consumer_group_heartbeat", 0, 1),
+    69: ("consumer_group_describe", 0, 1),
+}
+
+
+def load_handler(api_key: int) -> Handler:
+    """The HANDLER of an API's module, importing the module if need be (KeyError if none)."""
+    module = importlib.import_module(f"{__name__}.{APIS[api_key][0]}")
+    handler: Handler = module.HANDLER
+    return handler
 
 
 class HandlerRegistry:
-    def __init__(self, handlers: list[Handler]) -> None:
-        self._by_key = {h.spec.key: h for h in handlers}
-        self._api_versions = [
-            ApiVersionsResponse.ApiVersion(
-                api_key=h.spec.key, min_version=h.min_version, max_version=h.max_version
-            )
-            for h in sorted(handlers, key=lambda h: h.spec.key)
-        ]
+    __slots__ = ("_api_versions", "_by_key", "_lazy")
+
+    def __init__(self, handlers: Iterable[Handler] | None = None) -> None:
+        """Every API of APIS, each module loaded when first asked for; or exactly `handlers`."""
+        self._lazy = handlers is None
+        # Filled as APIs are first requested; a lookup of a loaded one is one dict get.
+        self._by_key: dict[int, Handler] = {h.spec.key: h for h in handlers or ()}
+        self._api_versions: list[Any] | None = None
 
     @classmethod
     def default(cls) -> HandlerRegistry:
-        return cls([m.HANDLER for m in MODULES])
+        return cls()
 
     def get(self, api_key: int) -> Handler | None:
-        return self._by_key.get(api_key)
+        handler = self._by_key.get(api_key)
+        if handler is None and self._lazy and api_key in APIS:
+            handler = self._by_key[api_key] = load_handler(api_key)
+        return handler
+
+    def versions(self) -> list[tuple[int, int, int]]:
+        """(api key, min version, max version) of every API served, by key, loading none."""
+        if self._lazy:
+            return [(key, low, high) for key, (_, low, high) in sorted(APIS.items())]
+        return sorted((h.spec.key, h.min_version, h.max_version) for h in self._by_key.values())
 
     def api_versions(self) -> list[Any]:
+        """The ApiVersions response's entries (kafka-python objects, built once)."""
+        if self._api_versions is None:
+            from kafka.protocol.metadata import ApiVersionsResponse
+
+            self._api_versions = [
+                ApiVersionsResponse.ApiVersion(api_key=key, min_version=low, max_version=high)
+                for key, low, high in self.versions()
+            ]
         return self._api_versions
 
-    def __iter__(self):  # type: ignore[no-untyped-def]
-        return iter(self._by_key.values())
+    def __iter__(self) -> Iterator[Handler]:
+        """Every handler, loading each module not loaded yet (tests, tools; never serving)."""
+        if not self._lazy:
+            return iter(list(self._by_key.values()))
+        return iter([h for key in APIS if (h := self.get(key)) is not None])

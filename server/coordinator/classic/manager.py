@@ -62,6 +62,9 @@ class GroupManager(JoinPhase):
         self.rebalances = 0
         # Called with each finished rebalance (metrics); plain calls, no I/O.
         self.rebalance_listeners: list[Callable[[RebalanceEvent], None]] = []
+        # Bound once: every member's session timer holds this one object, not a bound
+        # method of its own.
+        self._session_check = self._on_session_check
 
     def adopt(self, group: Group, now: int) -> None:
         """Take in a group rebuilt from records; its members' sessions start now."""
@@ -247,7 +250,7 @@ class GroupManager(JoinPhase):
     def _schedule_session_check(self, group: Group, member: Member, deadline: int) -> None:
         # Keyed by the member object itself (the timer "heartbeat:<group>:<member>"): with
         # thousands of members, no key tuple and no closure per member.
-        self.timers.schedule(member, deadline, self._on_session_check, (group, member))
+        self.timers.schedule(member, deadline, self._session_check, (group, member))
 
     def _on_session_check(self, now: int, group: Group, member: Member) -> Effects:
         fx = Effects()

@@ -19,10 +19,6 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING, Any
 
-from kafka.protocol.consumer.metadata import (
-    ConsumerProtocolAssignment,
-    ConsumerProtocolSubscription,
-)
 from minicoord.protocol.errors import ErrorCode
 from minicoord.protocol.records import Record, group_metadata_key
 from minicoord.server.coordinator.consumer import targets
@@ -59,6 +55,10 @@ def _policy_allows(policy: str, direction: str) -> bool:
 
 
 def parse_subscription(metadata: bytes) -> Any:
+    # kafka-python's consumer protocol classes are imported where used (here and below): they
+    # are built from JSON on import, a good share of a server's start-up, for mixed groups only.
+    from kafka.protocol.consumer.metadata import ConsumerProtocolSubscription
+
     return ConsumerProtocolSubscription.decode(metadata)
 
 
@@ -85,6 +85,8 @@ def assignment_bytes(
         metadata = member.classic.protocols[0][1]
         if len(metadata) >= 2:
             version = max(0, min(3, int.from_bytes(metadata[:2], "big", signed=True)))
+    from kafka.protocol.consumer.metadata import ConsumerProtocolAssignment
+
     tp = ConsumerProtocolAssignment.TopicPartition
     parts = []
     for topic_id, partitions in sorted(assigned.items()):
@@ -139,6 +141,8 @@ class MixedGroups:
             )
         group = ConsumerGroup(gid, old.partition)
         group.epoch = group.assignment_epoch = old.generation_id
+        from kafka.protocol.consumer.metadata import ConsumerProtocolAssignment
+
         members = []
         for m in old.members.values():
             protocol = old.protocol_name or m.protocols[0][0]

@@ -7,13 +7,12 @@ property test build records one way.
 
 from __future__ import annotations
 
-import hashlib
+import functools
 import struct
 import uuid
 from collections.abc import Iterable
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
-import re2
 from minicoord.protocol import consumer_records as cr
 from minicoord.protocol.records import Record
 from minicoord.server.coordinator import assignors
@@ -24,6 +23,9 @@ from minicoord.server.coordinator.consumer.group import (
     ResolvedRegex,
 )
 from minicoord.server.coordinator.results import Effects
+
+if TYPE_CHECKING:
+    import re2
 
 
 class TopicLike(Protocol):
@@ -47,19 +49,22 @@ class InvalidRegex(ValueError):
     pass
 
 
+# RE2 is imported with the first regex subscription, not at every server's start.
+@functools.cache
 def _quiet() -> re2.Options:
+    import re2
+
     options = re2.Options()
     options.log_errors = False  # the reason goes to the client, not to stderr
     return options
 
 
-_OPTIONS = _quiet()
-
-
 def compile_regex(pattern: str) -> re2._Regexp:  # type: ignore[name-defined]
     """RE2 syntax, as Kafka's RE2/J accepts; InvalidRegex with RE2's reason otherwise."""
+    import re2
+
     try:
-        return re2.compile(pattern, _OPTIONS)
+        return re2.compile(pattern, _quiet())
     except re2.error as exc:
         reason = exc.args[0] if exc.args else "invalid"
         if isinstance(reason, bytes):
@@ -90,6 +95,10 @@ def metadata_hash(names: Iterable[str], topics: TopicsView) -> int:
     found = sorted((t.name, t.topic_id.bytes, t.partitions) for n in names if (t := topics.get(n)))
     if not found:
         return 0
+    # Imported here: hashlib loads OpenSSL's libcrypto, half a megabyte of a server's memory
+    # that only consumer groups need.
+    import hashlib
+
     digest = hashlib.blake2b(digest_size=8)
     for name, tid, partitions in found:
         digest.update(name.encode() + b"\0" + tid + struct.pack(">i", partitions))

@@ -1,0 +1,98 @@
+"""What thousands of members and connections share instead of holding a copy each.
+
+Memory itself is measured by benchmarks; these check the layout that keeps it small: a timer
+that was superseded or cancelled lets go of its key and arguments at once, connections from
+one host share their address strings, members share their client id and protocol type.
+"""
+
+from __future__ import annotations
+
+import gc
+import weakref
+from typing import Any
+
+from minicoord.protocol.framing import FrameReader, frame
+from minicoord.server.broker import Broker
+from minicoord.server.config import Config
+from minicoord.server.connection import KafkaConnection
+from minicoord.server.coordinator.member import Member
+from minicoord.server.coordinator.timers import TimerQueue
+
+
+class Token:
+    """Something a timer holds, whose release a weak reference can see."""
+
+
+def test_superseded_and_cancelled_timers_release_what_they_held() -> None:
+    q = TimerQueue()
+    held = [Token(), Token(), Token()]
+    refs = [weakref.ref(t) for t in held]
+    q.schedule(("k", 1), 100, lambda now, t: t, (held[0],))
+    q.schedule(("k", 1), 200, lambda now, t: t, (held[1],))  # supersedes the first
+    q.schedule(("k", 2), 300, lambda now, t: t, (held[2],))
+    q.cancel(("k", 2))
+    del held
+    gc.collect()
+    # Both stale entries are still in the heap, as husks.
+    assert [r() is None for r in refs] == [True, False, True]
+    assert [cb(250) for cb in q.pop_due(250)] == [refs[1]()]
+    assert q.next_deadline() is None
+
+
+def test_frame_reader_joins_frames_spread_over_many_reads() -> None:
+    reader = FrameReader(1 << 20)
+    payload = bytes(range(256)) * 40
+    data = frame(payload) + frame(b"tail")
+    frames: list[Any] = []
+    for i in range(0, len(data), 7):
+        frames += reader.feed(data[i : i + 7])
+    assert [bytes(f) for f in frames] == [payload, b"tail"]
+    assert reader.buffered == 0
+
+
+class FakeTransport:
+    def __init__(self, peer: tuple[str, int], local: tuple[str, int]) -> None:
+        self._extra = {"peername": peer, "sockname": local}
+
+    def get_extra_info(self, name: str) -> Any:
+        return self._extra.get(name)
+
+    def close(self) -> None:
+        pass
+
+
+def test_connections_from_one_host_share_their_address_strings() -> None:
+    broker = Broker(Config())
+    a, b = KafkaConnection(broker), KafkaConnection(broker)
+    # Equal strings made separately, as the event loop hands them out.
+    host = "".join(["10.1.2", ".3"])
+    a.connection_made(FakeTransport((host, 40001), ("127.0.0.1", 9092)))  # type: ignore[arg-type]
+    host = "".join(["10.1", ".2.3"])
+    b.connection_made(FakeTransport((host, 40002), ("127.0.0.1", 9092)))  # type: ignore[arg-type]
+    assert a.client_host == b.client_host == "/10.1.2.3"
+    assert a.client_host is b.client_host
+    assert a.local_host is b.local_host
+    assert (a.local_host, a.local_port) == ("127.0.0.1", 9092)
+    assert (a.peer, b.peer) == ("10.1.2.3:40001", "10.1.2.3:40002")
+    assert KafkaConnection(broker).peer == "unknown"
+
+
+def member(client_id: str, protocol_type: str) -> Member:
+    return Member(
+        member_id="m",
+        group_instance_id=None,
+        client_id=client_id,
+        client_host="/127.0.0.1",
+        rebalance_timeout_ms=60_000,
+        session_timeout_ms=30_000,
+        protocol_type=protocol_type,
+        protocols=(("range", b"\x00\x01"),),
+    )
+
+
+def test_members_share_their_client_id_and_protocol_type() -> None:
+    one = member("".join(["billing-", "consumer"]), "".join(["con", "sumer"]))
+    two = member("".join(["billing", "-consumer"]), "".join(["cons", "umer"]))
+    assert one.client_id is two.client_id
+    assert one.protocol_type is two.protocol_type
+    assert one.protocols is two.protocols
