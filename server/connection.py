@@ -36,6 +36,7 @@ from minicoord.server import request_log
 from minicoord.server.broker import Broker
 from minicoord.server.faults import can_fail, error_response
 from minicoord.server.handlers.base import (
+    ANONYMOUS,
     NO_RESPONSE,
     EncodedResponse,
     Handler,
@@ -137,6 +138,7 @@ class KafkaConnection(asyncio.Protocol):
         "local_host",
         "local_port",
         "peak_pending",
+        "principal",
         "transport",
     )
 
@@ -155,6 +157,8 @@ class KafkaConnection(asyncio.Protocol):
         self.client_host = ""
         self.local_host = ""
         self.local_port = 0
+        # Who the client is, as ACLs name it: set by SASL or a TLS client certificate.
+        self.principal = ANONYMOUS
         self._client_id: str | None = None
         self._observe: Callable[[Any], None] | None = None
         self._max_queued = broker.config.queued_max_requests

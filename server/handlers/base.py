@@ -21,6 +21,10 @@ if TYPE_CHECKING:
 # (kafka-python encodes None as Kafka's "not requested", INT32_MIN).
 NOT_REQUESTED = None
 
+# Kafka's principal for a connection that has not authenticated (PLAINTEXT, SSL without a
+# client certificate).
+ANONYMOUS = "User:ANONYMOUS"
+
 
 class Parked(Protocol):
     """A reply completed later: `resolve(outcome)` builds and sends the response."""
@@ -34,6 +38,7 @@ class Channel(Protocol):
     client_host: str
     local_host: str
     local_port: int
+    principal: str
 
     def park(self, header: RequestHeader, spec: ApiSpec, build: Callable[[Any], Any]) -> Parked: ...
 
@@ -51,6 +56,10 @@ class RequestContext:
     @property
     def version(self) -> int:
         return self.header.api_version
+
+    @property
+    def principal(self) -> str:
+        return self.channel.principal
 
     @property
     def client_id(self) -> str:
