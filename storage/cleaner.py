@@ -27,10 +27,9 @@ from minicoord.storage.partition_log import (
     SWAP,
     PartitionLog,
     fsync_dir,
-    read_batches,
-    scan_batches,
     swap_name,
 )
+from minicoord.storage.scan import read_batches, scan_batches
 from minicoord.storage.segment import FileSegment, MemorySegment, Segment
 
 

@@ -16,16 +16,15 @@ from typing import TextIO
 
 from minicoord.protocol import metadata_records
 from minicoord.protocol.records import decode_key, decode_value
-from minicoord.storage.batch import check_batch
+from minicoord.storage.batch import check_batch, iter_batches
 from minicoord.storage.cleaner import CleanResult, clean
 from minicoord.storage.log import LogManager, StoreError, log_dir, logs_in
 from minicoord.storage.partition_log import (
     CLEANED,
     SUFFIX,
     SWAP,
-    iter_batches,
-    scan_segment,
 )
+from minicoord.storage.scan import scan_segment
 
 OFFSETS_TOPIC = "__consumer_offsets"
 METADATA_TOPIC = "__cluster_metadata"

@@ -9,8 +9,7 @@ owned elsewhere) and answers their groups with the error Kafka would.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Iterable
-from dataclasses import dataclass
+from collections.abc import Callable
 from enum import Enum
 
 from minicoord.protocol.errors import ErrorCode
@@ -30,7 +29,8 @@ from minicoord.server.coordinator.consumer.requests import (
 )
 from minicoord.server.coordinator.consumer.requests import validate as validate_heartbeat
 from minicoord.server.coordinator.consumer.targets import TopicsView
-from minicoord.server.coordinator.offsets import CommittedOffset, OffsetsManager, TopicPartition
+from minicoord.server.coordinator.offset_requests import OffsetRequests
+from minicoord.server.coordinator.offsets import OffsetsManager
 from minicoord.server.coordinator.partitioning import partition_for
 from minicoord.server.coordinator.replay import (
     PartitionReplay,
@@ -47,7 +47,6 @@ from minicoord.server.coordinator.results import (
     SyncOutcome,
     Ticket,
 )
-from minicoord.server.coordinator.state import GroupState
 from minicoord.server.coordinator.timers import TimerQueue
 from minicoord.server.topics import TopicRegistry
 
@@ -66,15 +65,6 @@ _STATUS_ERROR = {
     PartitionStatus.FAILED: ErrorCode.COORDINATOR_NOT_AVAILABLE,
     PartitionStatus.MOVED: ErrorCode.NOT_COORDINATOR,
 }
-
-
-@dataclass(frozen=True, slots=True)
-class OffsetCommitEntry:
-    topic: str
-    partition: int
-    offset: int
-    leader_epoch: int = -1
-    metadata: str | None = ""
 
 
 class GroupCoordinator:
@@ -97,6 +87,15 @@ class GroupCoordinator:
         self.consumers.rebalance_listeners = self.groups.rebalance_listeners
         self.mixed = MixedGroups(self.groups, self.consumers)
         self.offsets = OffsetsManager()
+        requests = OffsetRequests(
+            config, self.groups, self.consumers, self.offsets, self.unavailable, self.partition_for
+        )
+        # Bound once here, so a commit costs the same call as a method of this class.
+        self.commit_offsets = requests.commit_offsets
+        self.fetch_offsets = requests.fetch_offsets
+        self.delete_offsets = requests.delete_offsets
+        self.delete_topic_offsets = requests.delete_topic_offsets
+        self.expire_offsets = requests.expire_offsets
         # Told of each refused ConsumerGroupHeartbeat (client id, host, version, error,
         # message): the broker's request log words the ones a client cannot get past.
         self.on_refusal: Callable[[str, str, int, ErrorCode, str | None], None] | None = None
@@ -211,48 +210,6 @@ class GroupCoordinator:
         self.expire_offsets(fx, now)
         self.start(now)
         return fx
-
-    def expire_offsets(self, fx: Effects, now: int) -> int:
-        """Kafka's offset retention; returns how many offsets expired.
-
-        An Empty group's offsets expire once it has been empty for the retention period; a
-        Stable consumer group's only for topics it no longer subscribes to, counted from their
-        commit; a group that only stores offsets, counted from each commit. An Empty group left
-        with no offsets is deleted.
-        """
-        retention = self.config.offsets_retention_minutes * 60_000
-        expired = 0
-        for gid, group in list(self.groups.groups.items()):
-            if self.unavailable(gid) is not None:
-                continue
-            committed = self.offsets.all_for(gid)
-            subscribed: set[str] = set()
-            if isinstance(group, ConsumerGroup):
-                # Offsets of topics no member subscribes to expire from their commit.
-                subscribed = group.subscribed_topics()
-                for tp, offset in list(committed.items()):
-                    if tp[0] not in subscribed and offset.commit_timestamp + retention <= now:
-                        self.offsets.delete(fx, group.partition, gid, tp)
-                        expired += 1
-                if not group.members and not self.offsets.has_offsets(gid):
-                    self.consumers.delete(fx, group)
-                continue
-            if group.state is GroupState.EMPTY:
-                from_state = group.protocol_type is not None and group.generation_id > 0
-            elif group.state is GroupState.STABLE and group.protocol_type == "consumer":
-                from_state = False
-                subscribed = _subscribed_topics(self.groups.subscribed_protocol_metadata(group))
-            else:
-                continue
-            partition = group.partition
-            for tp, offset in list(committed.items()):
-                base = group.state_timestamp if from_state else offset.commit_timestamp
-                if tp[0] not in subscribed and base + retention <= now:
-                    self.offsets.delete(fx, partition, gid, tp)
-                    expired += 1
-            if group.state is GroupState.EMPTY and not self.offsets.has_offsets(gid):
-                self.groups.expire(fx, now, group)
-        return expired
 
     # -- time -----------------------------------------------------------------------------
 
@@ -488,181 +445,6 @@ class GroupCoordinator:
         """Topics were created, deleted or grew: consumer groups subscribed to them follow."""
         self.consumers.on_topics_changed(names, created)
 
-    # -- offsets --------------------------------------------------------------------------
-
-    def commit_offsets(
-        self,
-        now: int,
-        group_id: str,
-        generation_id: int,
-        member_id: str,
-        group_instance_id: str | None,
-        entries: list[OffsetCommitEntry],
-        version: int = 8,
-    ) -> Result[list[ErrorCode]]:
-        fx = Effects()
-        consumer = self._consumer(group_id)
-        if consumer is not None:
-            error = self.unavailable(group_id) or _validate_consumer_commit(
-                consumer, generation_id, member_id, version
-            )
-        else:
-            error = self.unavailable(group_id) or self._validate_commit(
-                now, group_id, generation_id, member_id, group_instance_id, version
-            )
-        if error is not None:
-            return fx.result([error] * len(entries))
-        partition = self.partition_for(group_id)
-        limit = self.config.offset_metadata_max_bytes
-        errors = []
-        for e in entries:
-            metadata = e.metadata or ""
-            # Kafka compares Java's String.length(), in UTF-16 code units, with the limit
-            # (despite its name, offset.metadata.max.bytes does not count UTF-8 bytes). A
-            # code point is at most two units, so short strings need no encoding to tell.
-            if len(metadata) * 2 > limit and len(metadata.encode("utf-16-le")) // 2 > limit:
-                errors.append(ErrorCode.OFFSET_METADATA_TOO_LARGE)
-                continue
-            committed = CommittedOffset(e.offset, e.leader_epoch, metadata, now)
-            self.offsets.commit(fx, partition, group_id, (e.topic, e.partition), committed)
-            errors.append(ErrorCode.NONE)
-        return fx.result(errors)
-
-    def _validate_commit(
-        self,
-        now: int,
-        group_id: str,
-        generation_id: int,
-        member_id: str,
-        group_instance_id: str | None,
-        version: int,
-    ) -> ErrorCode | None:
-        groups = self.groups
-        group = groups.groups.get(group_id)
-        if group is None:
-            if generation_id >= 0:
-                # A generation (v9+: member epoch) of a group this coordinator does not know.
-                return (
-                    ErrorCode.GROUP_ID_NOT_FOUND if version >= 9 else ErrorCode.ILLEGAL_GENERATION
-                )
-            # A consumer that assigns itself partitions and only stores offsets here.
-            groups.get_or_create(group_id, now)
-            return None
-        if group.state is GroupState.DEAD:
-            return ErrorCode.COORDINATOR_NOT_AVAILABLE
-        if generation_id < 0 and group.state is GroupState.EMPTY:
-            # As in Kafka's validateOffsetCommit: without a generation (the admin client, a
-            # consumer assigning itself partitions) an Empty group's offsets may be committed
-            # whatever member id the request names.
-            return None
-        if generation_id >= 0 or member_id or group_instance_id is not None:
-            error = groups.validate_member(group, member_id, group_instance_id)
-            if error is not None:
-                return error
-            if generation_id != group.generation_id:
-                return ErrorCode.ILLEGAL_GENERATION
-        elif group.state is not GroupState.EMPTY:
-            # Group-managed offsets may only be committed by the group's own members.
-            return ErrorCode.UNKNOWN_MEMBER_ID
-        if group.state is GroupState.COMPLETING_REBALANCE:
-            # Partitions are about to be reassigned; the member must rejoin first.
-            return ErrorCode.REBALANCE_IN_PROGRESS
-        member = group.members.get(member_id)
-        if member is not None:
-            member.last_heartbeat = now
-        return None
-
-    def fetch_offsets(
-        self,
-        group_id: str,
-        partitions: Iterable[TopicPartition] | None,
-        member_id: str | None = None,
-        member_epoch: int = -1,
-    ) -> tuple[ErrorCode, list[tuple[TopicPartition, CommittedOffset | None]]]:
-        """Committed offsets of a group: the partitions asked for, or all (None).
-
-        A member of a consumer group (OffsetFetch v9+) must name its current epoch.
-        """
-        error = self.unavailable(group_id)
-        if error is not None:
-            return error, []
-        consumer = self._consumer(group_id)
-        if consumer is not None and (member_id is not None or member_epoch >= 0):
-            member = consumer.members.get(member_id or "")
-            if member is None:
-                return ErrorCode.UNKNOWN_MEMBER_ID, []
-            if member_epoch != member.epoch:
-                stale = (
-                    ErrorCode.ILLEGAL_GENERATION
-                    if member.uses_classic
-                    else ErrorCode.STALE_MEMBER_EPOCH
-                )
-                return stale, []
-        if partitions is None:
-            return ErrorCode.NONE, list(self.offsets.all_for(group_id).items())
-        return ErrorCode.NONE, [(tp, self.offsets.get(group_id, tp)) for tp in partitions]
-
-    def delete_offsets(
-        self, now: int, group_id: str, partitions: list[TopicPartition]
-    ) -> Result[tuple[ErrorCode, list[ErrorCode]]]:
-        fx = Effects()
-        error = self.unavailable(group_id)
-        if error is not None:
-            return fx.result((error, []))
-        group = self.groups.groups.get(group_id)
-        if isinstance(group, ConsumerGroup):
-            # No state restriction for a consumer group, only its subscriptions.
-            subscribed = group.subscribed_topics()
-            errors = []
-            for tp in partitions:
-                if tp[0] in subscribed:
-                    errors.append(ErrorCode.GROUP_SUBSCRIBED_TO_TOPIC)
-                else:
-                    self.offsets.delete(fx, group.partition, group_id, tp)
-                    errors.append(ErrorCode.NONE)
-            return fx.result((ErrorCode.NONE, errors))
-        if group is None or group.state is GroupState.DEAD:
-            return fx.result((ErrorCode.GROUP_ID_NOT_FOUND, []))
-        subscribed = set()
-        if group.state is not GroupState.EMPTY:
-            if group.protocol_type != "consumer":
-                return fx.result((ErrorCode.NON_EMPTY_GROUP, []))
-            subscribed = _subscribed_topics(self.groups.subscribed_protocol_metadata(group))
-        partition = self.partition_for(group_id)
-        errors = []
-        for tp in partitions:
-            if tp[0] in subscribed:
-                errors.append(ErrorCode.GROUP_SUBSCRIBED_TO_TOPIC)
-            else:
-                self.offsets.delete(fx, partition, group_id, tp)
-                errors.append(ErrorCode.NONE)
-        if group.state is GroupState.EMPTY and not self.offsets.has_offsets(group_id):
-            # Nothing is left of it: remove it now, as the retention check would, so that the
-            # live state stays what replaying the log gives.
-            self.groups.expire(fx, now, group)
-        return fx.result((ErrorCode.NONE, errors))
-
-    def delete_topic_offsets(self, now: int, topic: str) -> Result[int]:
-        """A topic was deleted: every group's offsets for it go (tombstones), as in Kafka."""
-        fx = Effects()
-        deleted = 0
-        for gid in list(self.offsets.offsets):
-            if self.unavailable(gid) is not None:
-                continue
-            partition = self.partition_for(gid)
-            for tp in [tp for tp in self.offsets.all_for(gid) if tp[0] == topic]:
-                self.offsets.delete(fx, partition, gid, tp)
-                deleted += 1
-            group = self.groups.groups.get(gid)
-            if (
-                group is not None
-                and group.state is GroupState.EMPTY
-                and not self.offsets.has_offsets(gid)
-            ):
-                # Nothing is left of it: as after OffsetDelete, live state stays what replay gives.
-                self.groups.expire(fx, now, group)
-        return fx.result(deleted)
-
     # -- admin ----------------------------------------------------------------------------
 
     def describe_groups(self, group_ids: list[str]) -> list[GroupDescription]:
@@ -729,32 +511,3 @@ class GroupCoordinator:
                     self.offsets.delete_group(fx, self.partition_for(gid), gid)
             errors.append(error)
         return fx.result(errors)
-
-
-def _validate_consumer_commit(
-    group: ConsumerGroup, epoch: int, member_id: str, version: int
-) -> ErrorCode | None:
-    """Kafka's OffsetCommit rules for a consumer group (4.2: the exact member epoch)."""
-    if epoch < 0 and not group.members:
-        return None  # the admin client, or a consumer assigning itself partitions
-    member = group.members.get(member_id)
-    if member is None:
-        return ErrorCode.UNKNOWN_MEMBER_ID
-    if not member.uses_classic and version < 9:
-        return ErrorCode.UNSUPPORTED_VERSION
-    if epoch != member.epoch:
-        return ErrorCode.ILLEGAL_GENERATION if member.uses_classic else ErrorCode.STALE_MEMBER_EPOCH
-    return None
-
-
-def _subscribed_topics(subscriptions: list[bytes]) -> set[str]:
-    # Imported here, not at start: kafka-python builds its consumer classes on import.
-    from kafka.protocol.consumer.metadata import ConsumerProtocolSubscription
-
-    topics: set[str] = set()
-    for raw in subscriptions:
-        try:
-            topics.update(ConsumerProtocolSubscription.decode(raw).topics)
-        except Exception:  # a member's opaque metadata: undecodable means no known topics
-            continue
-    return topics

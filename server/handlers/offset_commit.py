@@ -14,7 +14,7 @@ from typing import Any
 from minicoord.protocol import fast_offset_commit
 from minicoord.protocol.apis import SPECS
 from minicoord.protocol.errors import ErrorCode
-from minicoord.server.coordinator.coordinator import OffsetCommitEntry
+from minicoord.server.coordinator.offset_requests import OffsetCommitEntry
 from minicoord.server.handlers.base import EncodedResponse, Handler, RequestContext
 
 API_KEY = 8

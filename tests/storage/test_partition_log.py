@@ -20,9 +20,9 @@ from minicoord.storage.partition_log import (
     SWAP,
     CorruptLog,
     PartitionLog,
-    scan_segment,
     swap_name,
 )
+from minicoord.storage.scan import scan_segment
 
 
 def commit(group: str, partition: int, offset: int) -> Record:
@@ -223,7 +223,7 @@ def test_an_interrupted_swap_is_completed_at_open(tmp_path: Path) -> None:
     assert len(closed) >= 2
     # Run a cleaning up to its commit point (the .swap file), then "crash" before swapping.
     from minicoord.storage.batch import encode_stored
-    from minicoord.storage.partition_log import records_of
+    from minicoord.storage.scan import records_of
 
     latest: dict[bytes, object] = {}
     for s in segments:

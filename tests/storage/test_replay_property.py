@@ -24,7 +24,8 @@ from kafka.protocol.consumer.metadata import (
 from minicoord.protocol.errors import ErrorCode
 from minicoord.protocol.records import Record
 from minicoord.server.config import Config
-from minicoord.server.coordinator.coordinator import GroupCoordinator, OffsetCommitEntry
+from minicoord.server.coordinator.coordinator import GroupCoordinator
+from minicoord.server.coordinator.offset_requests import OffsetCommitEntry
 from minicoord.server.coordinator.replay import PartitionReplay
 from minicoord.server.coordinator.state import GroupState
 from minicoord.storage.cleaner import clean

@@ -19,8 +19,9 @@ from kafka.protocol.consumer.metadata import (
 from minicoord.protocol.errors import ErrorCode
 from minicoord.protocol.records import Record, decode_key, decode_value
 from minicoord.server.config import Config
-from minicoord.server.coordinator.coordinator import GroupCoordinator, OffsetCommitEntry
+from minicoord.server.coordinator.coordinator import GroupCoordinator
 from minicoord.server.coordinator.group import Group
+from minicoord.server.coordinator.offset_requests import OffsetCommitEntry
 from minicoord.server.coordinator.results import JoinOutcome, Result, SyncOutcome
 
 SESSION_MS = 10_000

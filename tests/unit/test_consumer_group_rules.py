@@ -205,7 +205,7 @@ def test_group_size_limit() -> None:
 
 
 def test_offsets_of_a_consumer_group_need_the_member_epoch() -> None:
-    from minicoord.server.coordinator.coordinator import OffsetCommitEntry
+    from minicoord.server.coordinator.offset_requests import OffsetCommitEntry
 
     h = Harness(foo=2)
     h.join_all(["a"])

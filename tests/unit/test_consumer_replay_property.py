@@ -22,7 +22,8 @@ from minicoord.protocol.records import Record
 from minicoord.server.config import Config
 from minicoord.server.coordinator.consumer.group import ConsumerGroup
 from minicoord.server.coordinator.consumer.requests import new_member_id
-from minicoord.server.coordinator.coordinator import GroupCoordinator, OffsetCommitEntry
+from minicoord.server.coordinator.coordinator import GroupCoordinator
+from minicoord.server.coordinator.offset_requests import OffsetCommitEntry
 from minicoord.server.coordinator.replay import PartitionReplay
 from minicoord.storage.cleaner import clean
 from minicoord.storage.partition_log import PartitionLog

@@ -13,7 +13,7 @@ from minicoord.protocol.records import (
     group_metadata_key,
     offset_commit_key,
 )
-from minicoord.server.coordinator.coordinator import OffsetCommitEntry
+from minicoord.server.coordinator.offset_requests import OffsetCommitEntry
 
 PARTITION = Harness().coordinator.partition_for(GROUP)
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import pytest
 from helpers_coordinator import Harness
-from minicoord.server.coordinator.coordinator import OffsetCommitEntry
+from minicoord.server.coordinator.offset_requests import OffsetCommitEntry
 from minicoord.server.coordinator.partitioning import java_string_hash, partition_for
 
 INT_MIN = -(2**31)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from helpers_coordinator import GROUP, Harness, assignment, range_protocols, subscription
 from minicoord.protocol.errors import ErrorCode
-from minicoord.server.coordinator.coordinator import OffsetCommitEntry
+from minicoord.server.coordinator.offset_requests import OffsetCommitEntry
 from minicoord.server.coordinator.results import (
     JoinMember,
     JoinOutcome,

@@ -6,7 +6,8 @@ from kafka.protocol.consumer.metadata import ConsumerProtocolSubscription
 from minicoord.protocol.errors import ErrorCode
 from minicoord.protocol.records import decode_key
 from minicoord.server.config import Config
-from minicoord.server.coordinator.coordinator import GroupCoordinator, OffsetCommitEntry
+from minicoord.server.coordinator.coordinator import GroupCoordinator
+from minicoord.server.coordinator.offset_requests import OffsetCommitEntry
 from minicoord.server.coordinator.state import GroupState
 
 MINUTE = 60_000

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from helpers_coordinator import GROUP, Harness, decoded, subscription
 from minicoord.protocol.errors import ErrorCode
-from minicoord.server.coordinator.coordinator import OffsetCommitEntry
+from minicoord.server.coordinator.offset_requests import OffsetCommitEntry
 from minicoord.server.coordinator.offsets import CommittedOffset
 
 E = OffsetCommitEntry
