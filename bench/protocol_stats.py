@@ -294,7 +294,10 @@ def protocol_stats(
     settle = settle_table(groups)
     newcomer = newcomer_table(df, gauges)
     beats = heartbeat_table(df, ops)
-    plot_settle(settle, out / SETTLE_PLOT)
+    med = next((r for r in newcomer if r["round"] == "median"), {})
+    interval = med.get("heartbeat_interval_ms")
+    note = f"{med.get('old_members') or 0:.0f} members, heartbeat {interval or 0:.0f} ms"
+    plot_protocols(settle, newcomer_gaps(df), out / PROTOCOLS_PLOT, note)
     # Flat lists of flat rows: results.md shows each as a table of its own.
     return {
         "protocols_claims": claims(settle, newcomer, beats),
@@ -305,14 +308,40 @@ def protocol_stats(
     }
 
 
-SETTLE_PLOT = "protocols_settle_vs_size.png"
+PROTOCOLS_PLOT = "protocols_classic_vs_consumer.png"
 
 
-def plot_settle(settle: list[dict[str, Any]], path: Path) -> None:
+def newcomer_gaps(df: Any) -> dict[str, list[float]]:
+    """Per protocol, every old member's time without its unaffected partitions (ms), over
+    all rounds: a hundred values a round, small enough to collect."""
+    from pyspark.sql import functions as F
+
+    rows = (
+        df.filter(
+            (F.col("kind") == "gauge")
+            & (F.col("target") == "minicoord")
+            & (F.col("op") == "without_kept_ms")
+        )
+        .select("step", "value")
+        .collect()
+    )
+    gaps: dict[str, list[float]] = {p: [] for p in PROTOCOLS}
+    for r in rows:
+        protocol, rest, _ = _split(r["step"])
+        if protocol in gaps and rest == "newcomer":
+            gaps[protocol].append(float(r["value"]))
+    return gaps
+
+
+def plot_protocols(
+    settle: list[dict[str, Any]], gaps: dict[str, list[float]], path: Path, note: str = ""
+) -> None:
+    """Left: time to a settled group vs its size. Right: the newcomer's rebalance, each old
+    member's time without its unaffected partitions, longest first."""
     from minicoord.bench.plots import _plt
 
     plt = _plt()
-    fig, ax = plt.subplots(figsize=(6.4, 4.0), dpi=90)
+    fig, (ax, gap_ax) = plt.subplots(1, 2, figsize=(11.0, 4.0), dpi=90)
     for protocol, style in (("classic", "o-"), ("consumer", "s-")):
         points = [e for e in settle if e[f"{protocol}_ms"] is not None]
         if not points:
@@ -321,16 +350,27 @@ def plot_settle(settle: list[dict[str, Any]], path: Path) -> None:
         ys = [e[f"{protocol}_ms"] for e in points]
         low = [y - e[f"{protocol}_min_ms"] for y, e in zip(ys, points, strict=True)]
         high = [e[f"{protocol}_max_ms"] - y for y, e in zip(ys, points, strict=True)]
-        label = f"{protocol} protocol (median of rounds; bars: min-max)"
+        label = f"{protocol} (median of rounds; bars: min-max)"
         ax.errorbar(xs, ys, yerr=[low, high], fmt=style, capsize=3, label=label)
     ax.set_xscale("log")
     ax.set_yscale("log")
     ax.set_xlabel("members in the group")
     ax.set_ylabel("first join -> group settled (ms, log)")
-    ax.set_title("Time to a settled group: classic vs consumer protocol")
+    ax.set_title("Time to a settled group")
     ax.grid(True, which="both", alpha=0.3)
     if settle:
         ax.legend(fontsize=8)
+    for protocol, style in (("classic", "-"), ("consumer", "--")):
+        values = sorted(gaps.get(protocol, []), reverse=True)
+        if values:
+            label = f"{protocol}: {sum(v > GAP_EPSILON_MS for v in values)} of {len(values)} > 0"
+            gap_ax.plot(range(1, len(values) + 1), values, style, label=label)
+    gap_ax.set_xlabel("old members that kept partitions (all rounds), longest gap first")
+    gap_ax.set_ylabel("time without its unaffected partitions (ms)")
+    gap_ax.set_title(f"A newcomer joins ({note})" if note else "A newcomer joins")
+    gap_ax.grid(True, alpha=0.3)
+    if any(gaps.values()):
+        gap_ax.legend(fontsize=8)
     fig.tight_layout()
     fig.savefig(path)
     plt.close(fig)

@@ -19,7 +19,7 @@ from minicoord.bench.load_stats import rate_steps, saturation, scale_stats
 from minicoord.bench.operation_stats import executor_stats, operation_stats
 from minicoord.bench.plots import plot_cdf, plot_join_vs_size, plot_throughput
 from minicoord.bench.protocol_members import CLASSIC, CONSUMER, HEARTBEAT_API
-from minicoord.bench.protocol_stats import SETTLE_PLOT, protocol_stats
+from minicoord.bench.protocol_stats import PROTOCOLS_PLOT, protocol_stats
 
 CLASSIC_ONLY = ("Heartbeat", "JoinGroup", "SyncGroup", "LeaveGroup")
 
@@ -146,7 +146,7 @@ def build(spark: Any, raw: str, out: Path, meta: dict[str, Any]) -> dict[str, An
     results["join_vs_group_size"] = plot_join_vs_size(df, out / plots[1])
     plot_throughput(df, out / plots[2])
     if scenario == "protocols":
-        plots.append(SETTLE_PLOT)
+        plots.append(PROTOCOLS_PLOT)
     summary = {
         **{k: v for k, v in meta.items() if k != "parameters"},
         "target": meta["targets"].get("minicoord"),

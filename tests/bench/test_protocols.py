@@ -113,7 +113,7 @@ def test_protocols_measures_both_side_by_side(spark: Any, tmp_path: Path) -> Non
     for heading in ("protocols_settle", "protocols_newcomer", "protocols_heartbeat"):
         assert f"## {heading}" in text
     assert "classic" in text and "consumer" in text
-    plot = (out / "protocols_settle_vs_size.png").read_bytes()
+    plot = (out / "protocols_classic_vs_consumer.png").read_bytes()
     assert plot.startswith(PNG_MAGIC) and len(plot) > 5_000
 
 
