@@ -23,6 +23,7 @@ SCENARIOS = (
     "scale",
     "head-to-head",
     "data",
+    "protocols",
 )
 
 # Defaults that differ by scenario (None in the parser means "take it from here").
@@ -36,6 +37,13 @@ DEFAULTS: dict[str, dict[str, Any]] = {
     "scale": {"steps": [1000, 5000, 10000], "hold_s": 10.0},
     "head-to-head": {"members": 100, "duration_s": 5.0, "compare_rounds": 3},
     "data": {"rates": [10_000], "duration_s": 5.0},
+    "protocols": {
+        "sizes": [10, 100, 1000],
+        "members": 100,
+        "group_size": 100,
+        "duration_s": 5.0,
+        "compare_rounds": 3,
+    },
 }
 COMMON = {
     "groups": 1,
@@ -49,6 +57,11 @@ COMMON = {
     "compare_rounds": 1,
 }
 DATA_PARTITIONS = 16
+# The minicoord server's group.consumer.heartbeat.interval.ms when not configured.
+SERVER_CONSUMER_HEARTBEAT_MS = 500
+# protocols: the newcomer's group has this many partitions per member, so that the newcomer's
+# share is taken from some members while the others keep everything.
+NEWCOMER_PARTITIONS_PER_MEMBER = 10
 
 
 def _ints(text: str) -> list[int]:
@@ -156,7 +169,8 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="R",
         help="run every job R times, the targets taking turns round by round (minicoord, "
         "other, minicoord, ...); summary.json then holds each round's ratios and their "
-        "median (head-to-head: 3, others: 1)",
+        "median (head-to-head and protocols: 3, others: 1); protocols alternates the two "
+        "protocols' jobs the same way against the one server",
     )
     target.add_argument(
         "--server-cpus",
@@ -176,8 +190,9 @@ def build_parser() -> argparse.ArgumentParser:
     load.add_argument(
         "--members",
         type=int,
-        help="members per group (cold-join: 10, churn: "
-        "10, rejoin: 100); total members (heartbeat: 1000, commit and head-to-head: 100)",
+        help="members per group (cold-join: 10, churn: 10, rejoin: 100; protocols: the "
+        "newcomer's group and the heartbeat group, 100); total members (heartbeat: 1000, "
+        "commit and head-to-head: 100)",
     )
     load.add_argument(
         "--join-members",
@@ -188,7 +203,11 @@ def build_parser() -> argparse.ArgumentParser:
     load.add_argument(
         "--group-size", type=int, help="members per group in heartbeat, commit, scale (100)"
     )
-    load.add_argument("--sizes", type=_ints, help="join-scaling group sizes (10,100,1000,5000)")
+    load.add_argument(
+        "--sizes",
+        type=_ints,
+        help="group sizes (join-scaling: 10,100,1000,5000; protocols: 10,100,1000)",
+    )
     load.add_argument(
         "--steps", type=_ints, help="scale: total members after each wave (1000,5000,10000)"
     )
@@ -259,15 +278,38 @@ def build_parser() -> argparse.ArgumentParser:
     )
 
     member = p.add_argument_group("members")
+    member.add_argument(
+        "--group-protocol",
+        choices=["classic", "consumer"],
+        help="the members' group protocol: classic (JoinGroup/SyncGroup/Heartbeat, the leader "
+        "assigns) or consumer (KIP-848 ConsumerGroupHeartbeat, the server assigns); every "
+        "group scenario takes either (classic); protocols runs both and refuses it",
+    )
+    member.add_argument(
+        "--server-assignor",
+        choices=["uniform", "range"],
+        help="consumer protocol: the server-side assignor members ask for "
+        "(group.remote.assignor; default: the server's first of group.consumer.assignors)",
+    )
     member.add_argument("--topic", default="bench", help="the topic members subscribe to (bench)")
     member.add_argument(
         "--partitions",
         type=int,
         help=f"its partitions (default: the largest group size; data: {DATA_PARTITIONS})",
     )
-    member.add_argument("--assignor", choices=["range", "roundrobin"], default="range")
+    member.add_argument(
+        "--assignor",
+        choices=["range", "roundrobin"],
+        help="classic members' leader-side assignor (range)",
+    )
     member.add_argument("--static", action="store_true", help="static members (group.instance.id)")
-    member.add_argument("--heartbeat-interval-ms", type=int, help="(3000; churn: 500)")
+    member.add_argument(
+        "--heartbeat-interval-ms",
+        type=int,
+        help="classic members' heartbeat interval (3000; churn: 500; protocols: the "
+        "server's group.consumer.heartbeat.interval.ms, so both protocols learn of a "
+        "rebalance at the same pace); consumer-protocol members use the server's",
+    )
     member.add_argument("--session-timeout-ms", type=int, default=30_000)
     member.add_argument("--rebalance-timeout-ms", type=int, default=60_000)
     member.add_argument(
@@ -316,6 +358,13 @@ def build_parser() -> argparse.ArgumentParser:
 def options(args: argparse.Namespace) -> dict[str, Any]:
     """The parsed arguments with scenario defaults filled in, as one plain dict."""
     o = dict(vars(args))
+    o["group_protocol"] = args.group_protocol or "classic"
+    o["assignor"] = args.assignor or "range"
+    if args.scenario == "protocols" and o["heartbeat_interval_ms"] is None:
+        # Classic members heartbeat as often as the server tells consumer-protocol members
+        # to: both learn of a rebalance from their next heartbeat, at the same pace.
+        configured = dict(args.server_config).get("group.consumer.heartbeat.interval.ms")
+        o["heartbeat_interval_ms"] = int(configured or SERVER_CONSUMER_HEARTBEAT_MS)
     for key, value in {**COMMON, **DEFAULTS[args.scenario]}.items():
         if o.get(key) is None:
             o[key] = value
@@ -333,16 +382,53 @@ def options(args: argparse.Namespace) -> dict[str, Any]:
             "rejoin": [o["members"] + o["rounds"]],
             "churn": [o["members"]],
             "data": [DATA_PARTITIONS],
+            "protocols": o["sizes"],
         }.get(args.scenario, [min(o["group_size"], o["members"])])
         o["partitions"] = max(sizes)
     if args.scenario == "scale":
         o["members"] = max(o["steps"])
+    per_member = NEWCOMER_PARTITIONS_PER_MEMBER
+    o["newcomer_partitions"] = o["partitions_given"] or per_member * o["members"]
     return o
 
 
+def check_options(
+    parser: argparse.ArgumentParser, args: argparse.Namespace, o: dict[str, Any]
+) -> None:
+    """Combinations the bench cannot run, or options a protocol would silently ignore:
+    refused before anything starts (`args`: what was given, `o`: with defaults)."""
+    if args.scenario == "protocols" and args.group_protocol:
+        parser.error("protocols runs both group protocols side by side: drop --group-protocol")
+    consumer = o["group_protocol"] == "consumer"
+    if consumer and args.scenario == "data":
+        parser.error(
+            "the data scenario's consumers are librdkafka's classic-protocol consumers: "
+            "it cannot run with --group-protocol consumer"
+        )
+    if consumer and o["compare"]:
+        parser.error(
+            "--compare's echo server answers only classic Heartbeats: it cannot serve "
+            "--group-protocol consumer"
+        )
+    if consumer and args.heartbeat_interval_ms is not None:
+        parser.error(
+            "consumer-protocol members heartbeat at the interval the server tells them: set "
+            "--server-config group.consumer.heartbeat.interval.ms=N, not --heartbeat-interval-ms"
+        )
+    if consumer and args.assignor:
+        parser.error(
+            "--assignor is the classic leader's assignor; consumer-protocol groups are "
+            "assigned by the server: use --server-assignor"
+        )
+    if not consumer and args.server_assignor and args.scenario != "protocols":
+        parser.error("--server-assignor is for --group-protocol consumer")
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    parser = build_parser()
+    args = parser.parse_args(argv)
     o = options(args)
+    check_options(parser, args, o)
     from minicoord.bench.cluster_checks import ClusterNotReady
     from minicoord.bench.console import Console
     from minicoord.bench.runner import run

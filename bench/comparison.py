@@ -81,12 +81,16 @@ HEAD_TO_HEAD = (
 )
 
 
-def head_to_head(ops: list[dict[str, Any]], groups: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def head_to_head(
+    ops: list[dict[str, Any]], groups: list[dict[str, Any]], heartbeat: str = "Heartbeat"
+) -> list[dict[str, Any]]:
     """One row per measure, other target and round: minicoord's figure, the other's, and
     their ratio (minicoord / other: above 1 is better for rates, below 1 for times); then
-    one row per measure and other target with the median of the rounds' ratios."""
+    one row per measure and other target with the median of the rounds' ratios. `heartbeat`
+    names the members' heartbeat (ConsumerGroupHeartbeat with --group-protocol consumer)."""
     figures: dict[tuple[str, str, str, int], float] = {}  # (measure, target, step, round)
     for measure, step, (source, op, field), _ in HEAD_TO_HEAD:
+        op = heartbeat if op == "Heartbeat" else op
         items = (
             [o for o in ops if o["op"] == op and o["kind"] == "request"]
             if source == "op"

@@ -1,6 +1,7 @@
 """The coordinator scenarios, as each Spark task runs them: simulated members joining,
 rebalancing, heartbeating and committing (cold-join, join-scaling, rejoin, churn, heartbeat,
-commit, scale).
+commit, scale), with either group protocol (`--group-protocol`): the members' heartbeat,
+commit and leave are the protocol's own, and settling is learnt as settling.py says.
 
 Imported inside the Python workers: no pyspark at module level.
 """
@@ -8,15 +9,15 @@ Imported inside the Python workers: no pyspark at module level.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import os
 import random
 import time
 from collections.abc import Awaitable, Callable
 
-from minicoord.bench.proc_stats import cpu_seconds, host_busy_seconds, rss_kib
+from minicoord.bench.proc_stats import rss_kib
+from minicoord.bench.protocol_members import CONSUMER
 from minicoord.bench.task_run import Sim, TaskRun
-from minicoord.clients.member import GroupMember
+from minicoord.clients.consumer_member import client_member_id
 from minicoord.clients.member_base import MemberError
 from minicoord.clients.timings import KIND_PHASE
 
@@ -26,8 +27,10 @@ async def cold_join(run: TaskRun) -> None:
     step, entries = run.plan.waves[0]
     sims = run.make_members(entries)
     await run.connect(sims)
-    await run.barrier.common_start()
+    start = await run.barrier.common_start()
+    cpu = run.cpu_window()
     await run.join_members(sims, float(run.p.get("start_spread_ms", 0)) / 1000)
+    cpu.stop(start, time.perf_counter())
     run.record_joins(sims)
     # Keep heartbeating until every task's members settled: a group spread over tasks must
     # not lose members (and rebalance) because one task finished first.
@@ -36,41 +39,10 @@ async def cold_join(run: TaskRun) -> None:
     run.emit(step)
 
 
-class _Reassigned:
-    """One rejoin round: records each member's reassignment once its generation has the
-    round's expected size, and signals when every member of this task has one."""
-
-    def __init__(self, run: TaskRun, expected: int) -> None:
-        self.run = run
-        self.expected = expected
-        self.start = 0.0
-        self.pending: dict[int, Sim] = {}
-        self.done = asyncio.Event()
-
-    def watch(self, sims: list[Sim]) -> None:
-        for sim in sims:
-            self.pending[id(sim.member)] = sim
-            sim.member.on_assigned = self
-
-    def __call__(self, member: GroupMember) -> None:
-        if id(member) not in self.pending or member.group_size < self.expected:
-            return
-        del self.pending[id(member)]
-        self.run.recorder.phase(
-            "rejoin",
-            member.group_id,
-            member.index,
-            self.start,
-            member.assigned_at,
-            group_size=member.group_size,
-            generation=member.generation,
-        )
-        if not self.pending:
-            self.done.set()
-
-
 async def rejoin(run: TaskRun) -> None:
-    """A Stable group of M, then newcomers one at a time: time until all are reassigned."""
+    """A Stable group of M, then newcomers one at a time: time until all are reassigned
+    (classic: every member holds the new generation's assignment; consumer protocol: the
+    group is settled at the new size and every member has reached its new epoch)."""
     _, entries = run.plan.waves[0]
     sims = run.make_members(entries)
     await run.connect(sims)
@@ -84,13 +56,25 @@ async def rejoin(run: TaskRun) -> None:
     timeout = float(run.p.get("timeout_s", 120))
     for r in range(1, int(run.p.get("rounds", 3)) + 1):
         expected = members + r
-        tracker = _Reassigned(run, expected)
         newcomer: list[Sim] = []
         if run.plan.task == 0:
             newcomer = run.make_members([(group_id, expected - 1, expected)])
             await run.connect(newcomer)
-        tracker.watch(run.sims)
-        start = tracker.start = await run.barrier.common_start()
+        start = await run.barrier.common_start()
+
+        def reassigned(sim: Sim, t: float, start: float = start, expected: int = expected) -> None:
+            m = sim.member
+            run.recorder.phase(
+                "rejoin",
+                m.group_id,
+                m.index,
+                start,
+                t,
+                group_size=expected,
+                generation=m.generation,
+            )
+
+        watch = run.settling(run.sims, reassigned, lambda _s, e=expected: e, after=start)
         if newcomer:
             run.recorder.add("mark", "newcomer_start", group_id, expected - 1, t0=start)
             sim = newcomer[0]
@@ -98,9 +82,8 @@ async def rejoin(run: TaskRun) -> None:
             await sim.member.find_coordinator()
             await sim.member.join()
             sim.member.start_heartbeats()
-        with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(tracker.done.wait(), timeout)
-        for sim in tracker.pending.values():
+        await watch.wait(timeout)
+        for sim in watch.pending.values():
             run.recorder.phase(
                 "rejoin",
                 sim.member.group_id,
@@ -142,7 +125,9 @@ async def churn(run: TaskRun) -> None:
         while time.perf_counter() < deadline:
             t0 = time.perf_counter()
             try:
-                member.member_id = ""  # each life is a new dynamic member
+                # Each life is a new dynamic member (consumer protocol: ids are the
+                # client's own, KIP-1082).
+                member.member_id = client_member_id() if run.protocol == CONSUMER else ""
                 await member.join()
                 member.start_heartbeats()
                 stay = rng.expovariate(1000 / life_ms)
@@ -167,7 +152,7 @@ async def churn(run: TaskRun) -> None:
     run.emit(step)
 
 
-async def _stable_population(run: TaskRun) -> list[Sim]:
+async def stable_population(run: TaskRun, label: str = "setup") -> list[Sim]:
     _, entries = run.plan.waves[0]
     sims = run.make_members(entries)
     await run.connect(sims)
@@ -180,7 +165,7 @@ async def _stable_population(run: TaskRun) -> list[Sim]:
     run.record_joins(sims)
     if not await run.barrier.all_ok(ok):
         raise RuntimeError("the population did not settle; see the setup rows")
-    run.emit("setup")
+    run.emit(label)
     return sims
 
 
@@ -192,7 +177,7 @@ def _rate_steps(run: TaskRun) -> list[tuple[str, float | None]]:
     return steps
 
 
-async def _timed_steps(
+async def timed_steps(
     run: TaskRun,
     sims: list[Sim],
     op: Callable[[Sim], Awaitable[None]],
@@ -212,12 +197,7 @@ async def _timed_steps(
         else:
             start = await run.barrier.common_start()
         deadline = start + duration
-        cpu0 = cpu_seconds(run.plan.server_pid) if run.plan.server_pid else None
-        # This task's own CPU: a client near one full core means the load generator, not
-        # the server, set the pace of this step.
-        client_cpu0 = time.process_time()
-        # The whole machine's busy cores: near all of them, nobody had a core to spare.
-        host0 = host_busy_seconds() if run.plan.task == 0 else None
+        cpu = run.cpu_window()
 
         async def drive(
             sim: Sim, rate: float | None = rate, start: float = start, deadline: float = deadline
@@ -244,29 +224,22 @@ async def _timed_steps(
             if isinstance(err, BaseException):
                 run.recorder.add(KIND_PHASE, "failure", error=-1)
         end = time.perf_counter()
-        if cpu0 is not None and run.plan.server_pid:
-            cpu1 = cpu_seconds(run.plan.server_pid)
-            if cpu1 is not None and run.plan.task == 0:
-                run.gauge("server_cpu_s", cpu1 - cpu0, start, end)
+        cpu.stop(start, end)
         run.gauge("offered_rate", rate or 0.0, start, end)
-        run.gauge("client_cpu_s", time.process_time() - client_cpu0, start, end)
-        host1 = host_busy_seconds() if host0 is not None else None
-        if host0 is not None and host1 is not None:
-            run.gauge("host_busy_s", host1 - host0, start, end)
         await run.barrier.gather(f"{label} done")
         run.emit(label)
 
 
 async def heartbeat(run: TaskRun) -> None:
     """A Stable population heartbeating back to back and at fixed aggregate rates."""
-    sims = await _stable_population(run)
+    sims = await stable_population(run)
     # The steps send the heartbeats now; background loops would add unmeasured load.
     await run.stop_heartbeats()
 
     async def beat(sim: Sim) -> None:
         await sim.member.heartbeat()
 
-    await _timed_steps(run, sims, beat)
+    await timed_steps(run, sims, beat)
     await run.leave_all()
     await run.barrier.gather("left")
     run.emit("teardown")
@@ -315,9 +288,9 @@ async def verify_offsets(run: TaskRun, sims: list[Sim], committer: Committer) ->
 
 async def commit(run: TaskRun) -> None:
     """Members of Stable groups commit their partitions' offsets; then fetch and verify."""
-    sims = await _stable_population(run)
+    sims = await stable_population(run)
     committer = Committer(sims)
-    await _timed_steps(run, sims, committer)
+    await timed_steps(run, sims, committer)
     await verify_offsets(run, sims, committer)
     await run.barrier.gather("verified")
     await run.leave_all()
@@ -328,15 +301,15 @@ async def head_to_head(run: TaskRun) -> None:
     """One round of the steady half of `head-to-head` on one target: a Stable population
     heartbeats back to back, then commits back to back (heartbeat loops off: the steps send
     the only requests); offsets verified at the end."""
-    sims = await _stable_population(run)
+    sims = await stable_population(run)
     await run.stop_heartbeats()
 
     async def beat(sim: Sim) -> None:
         await sim.member.heartbeat()
 
-    await _timed_steps(run, sims, beat, [("heartbeat", None)])
+    await timed_steps(run, sims, beat, [("heartbeat", None)])
     committer = Committer(sims)
-    await _timed_steps(run, sims, committer, [("commit", None)], just_gathered=True)
+    await timed_steps(run, sims, committer, [("commit", None)], just_gathered=True)
     await verify_offsets(run, sims, committer)
     await run.barrier.gather("verified")
     await run.leave_all()

@@ -82,7 +82,11 @@ def saturation(steps: list[dict[str, Any]]) -> dict[str, Any]:
     return out
 
 
-def scale_stats(df: Any, ops: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def scale_stats(
+    df: Any, ops: list[dict[str, Any]], heartbeat: str = "Heartbeat"
+) -> list[dict[str, Any]]:
+    """Per wave: memory, connections and the members' heartbeats (`heartbeat` names their
+    protocol's: ConsumerGroupHeartbeat with --group-protocol consumer)."""
     from pyspark.sql import functions as F
 
     g = {
@@ -105,7 +109,7 @@ def scale_stats(df: Any, ops: list[dict[str, Any]]) -> list[dict[str, Any]]:
             (
                 o
                 for o in ops
-                if o["step"] == step and o["op"] == "Heartbeat" and o["kind"] == "request"
+                if o["step"] == step and o["op"] == heartbeat and o["kind"] == "request"
             ),
             None,
         )

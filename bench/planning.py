@@ -59,13 +59,15 @@ def _split(entries: list[tuple[str, int, int]], tasks: int) -> list[list[tuple[s
     return [entries[i * per : (i + 1) * per] for i in range(tasks)]
 
 
-def plan_jobs(o: dict[str, Any], tasks: int, prefix: str) -> list[Job]:
-    """The stages of one round on one target, in order; `prefix` names its groups and topics
-    (unique to the run, target and round)."""
+def plan_jobs(o: dict[str, Any], tasks: int, prefix: str, round_: int = 0) -> list[Job]:
+    """The stages of round `round_` (0: a run without rounds) on one target, in order;
+    `prefix` names its groups and topics (unique to the run, target and round)."""
     scenario = o["scenario"]
     topic = (o["topic"], o["partitions"])
     if scenario == "data":
         return data_jobs(o, tasks, prefix)
+    if scenario == "protocols":
+        return protocol_jobs(o, tasks, prefix, round_)
     if scenario == "head-to-head":
         entries = _population(prefix, o["members"], o["group_size"])
         n = max(1, min(tasks, len(entries)))
@@ -105,6 +107,51 @@ def plan_jobs(o: dict[str, Any], tasks: int, prefix: str) -> list[Job]:
             done = total
         return [Job("scale", per_task, topic)]
     raise ValueError(f"unknown scenario {scenario!r}")
+
+
+PROTOCOLS = ("classic", "consumer")
+
+
+def protocol_jobs(o: dict[str, Any], tasks: int, prefix: str, round_: int) -> list[Job]:
+    """One round of `protocols`: for each group size a group of that size joining, then a
+    newcomer joining a Stable group of --members, then that many members heartbeating back
+    to back; every measure once per protocol, the protocols taking turns (classic first in
+    odd rounds, consumer first in even ones), so that neither always runs on a server that
+    just did the other's work."""
+    order = PROTOCOLS[::-1] if round_ and round_ % 2 == 0 else PROTOCOLS
+    members = o["members"]
+    n = max(1, min(tasks, members))
+    jobs = []
+    for size in o["sizes"]:
+        for protocol in order:
+            job = join_job(
+                o, tasks, f"{prefix}-{protocol}-s{size}", size, f"{protocol} size={size}"
+            )
+            job.params["group_protocol"] = protocol
+            jobs.append(job)
+    partitions = o["newcomer_partitions"]
+    for protocol in order:
+        group = f"{prefix}-{protocol}-newcomer"
+        named = (f"{o['topic']}-newcomer-{partitions}", partitions)
+        shares = [
+            [(f"{protocol} newcomer setup", e)] for e in _split(_groups(group, 1, members), n)
+        ]
+        params = {"topic": named[0], "partitions": partitions, "group": f"{group}-g0"}
+        params["group_protocol"] = protocol
+        jobs.append(Job(f"{protocol} newcomer", shares, named, params, scenario="newcomer"))
+    for protocol in order:
+        group = f"{prefix}-{protocol}-hb"
+        # One group, a partition and a connection per member: what each heartbeat costs.
+        named = (f"{o['topic']}-{members}", members)
+        shares = [
+            [(f"{protocol} heartbeat setup", e)] for e in _split(_groups(group, 1, members), n)
+        ]
+        params = {"topic": named[0], "partitions": members, "group_protocol": protocol}
+        params["connections"] = "per-member"
+        jobs.append(
+            Job(f"{protocol} heartbeat", shares, named, params, scenario="protocol-heartbeat")
+        )
+    return jobs
 
 
 def join_job(o: dict[str, Any], tasks: int, prefix: str, size: int, label: str = "") -> Job:

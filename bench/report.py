@@ -18,6 +18,10 @@ from minicoord.bench.group_stats import churn_stats, group_stats, rejoin_stats
 from minicoord.bench.load_stats import rate_steps, saturation, scale_stats
 from minicoord.bench.operation_stats import executor_stats, operation_stats
 from minicoord.bench.plots import plot_cdf, plot_join_vs_size, plot_throughput
+from minicoord.bench.protocol_members import CLASSIC, CONSUMER, HEARTBEAT_API
+from minicoord.bench.protocol_stats import PROTOCOLS_PLOT, protocol_stats
+
+CLASSIC_ONLY = ("Heartbeat", "JoinGroup", "SyncGroup", "LeaveGroup")
 
 # The operations each scenario is about: they lead the markdown table and get CDF lines.
 FOCUS = {
@@ -30,7 +34,18 @@ FOCUS = {
     "scale": ["join", "Heartbeat"],
     "head-to-head": ["Heartbeat", "OffsetCommit", "join"],
     "data": ["e2e"],
+    "protocols": ["join", "newcomer_share", "ConsumerGroupHeartbeat", "Heartbeat", "JoinGroup"],
 }
+
+
+def _focus(scenario: str, protocol: str) -> list[str]:
+    """The scenario's operations, in the members' protocol: a consumer-protocol member joins,
+    heartbeats and rebalances with ConsumerGroupHeartbeat."""
+    focus = FOCUS.get(scenario, [])
+    if protocol != CONSUMER or scenario == "protocols":
+        return focus
+    mapped = [HEARTBEAT_API[CONSUMER] if op in CLASSIC_ONLY else op for op in focus]
+    return list(dict.fromkeys(mapped))
 
 
 def _cell(value: Any) -> str:
@@ -40,7 +55,8 @@ def _cell(value: Any) -> str:
 
 
 def markdown(summary: dict[str, Any]) -> str:
-    focus = FOCUS.get(summary["scenario"], [])
+    protocol = summary["parameters"].get("group_protocol") or CLASSIC
+    focus = _focus(summary["scenario"], protocol)
     lines = [
         f"# minicoord bench: {summary['scenario']}",
         "",
@@ -99,32 +115,38 @@ def markdown(summary: dict[str, Any]) -> str:
 def build(spark: Any, raw: str, out: Path, meta: dict[str, Any]) -> dict[str, Any]:
     df = spark.read.parquet(raw).cache()
     scenario = meta["scenario"]
+    protocol = meta["parameters"].get("group_protocol") or CLASSIC
+    beat = HEARTBEAT_API[protocol]
     ops = operation_stats(df)
     results: dict[str, Any] = {}
-    if scenario in ("cold-join", "join-scaling", "head-to-head"):
+    if scenario in ("cold-join", "join-scaling", "head-to-head", "protocols"):
         results.update(group_stats(df, meta["partitions_by_step"]))
+    if scenario == "protocols":
+        results.update(protocol_stats(df, ops, results["groups"], out))
     if scenario == "rejoin":
         results["rounds"] = rejoin_stats(df)
     if scenario == "churn":
         results["churn"] = churn_stats(df)
     if scenario in ("heartbeat", "commit"):
-        steps = rate_steps(df, ops, "Heartbeat" if scenario == "heartbeat" else "OffsetCommit")
+        steps = rate_steps(df, ops, beat if scenario == "heartbeat" else "OffsetCommit")
         results["steps"] = steps
         results["saturation"] = saturation(steps)
     if scenario == "head-to-head":
-        results["head_to_head"] = head_to_head(ops, results["groups"])
-        results["steps"] = rate_steps(df, ops, "Heartbeat") + rate_steps(df, ops, "OffsetCommit")
+        results["head_to_head"] = head_to_head(ops, results["groups"], beat)
+        results["steps"] = rate_steps(df, ops, beat) + rate_steps(df, ops, "OffsetCommit")
     if scenario in ("commit", "head-to-head"):
         verified = [o["errors"] == 0 for o in ops if o["op"] == "verify_offsets"]
         results["offsets_verified"] = all(verified) if verified else None
     if scenario == "data":
         results.update(data_stats(df, ops, int(meta["parameters"]["record_bytes"])))
     if scenario == "scale":
-        results["scale"] = scale_stats(df, ops)
+        results["scale"] = scale_stats(df, ops, beat)
     plots = ["latency_cdf.png", "join_vs_group_size.png", "throughput.png"]
-    plot_cdf(df, FOCUS.get(scenario, []), out / plots[0])
+    plot_cdf(df, _focus(scenario, protocol), out / plots[0])
     results["join_vs_group_size"] = plot_join_vs_size(df, out / plots[1])
     plot_throughput(df, out / plots[2])
+    if scenario == "protocols":
+        plots.append(PROTOCOLS_PLOT)
     summary = {
         **{k: v for k, v in meta.items() if k != "parameters"},
         "target": meta["targets"].get("minicoord"),

@@ -220,7 +220,8 @@ def run(o: dict[str, Any], console: Console | None = None) -> dict[str, Any]:
             for t in targets:
                 prefix = f"{o['scenario']}-{run_id}-{t.label}" + (f"-r{r}" if rounds > 1 else "")
                 schedule += [
-                    (r if rounds > 1 else 0, t, job) for job in plan_jobs(o, tasks, prefix)
+                    (r if rounds > 1 else 0, t, job)
+                    for job in plan_jobs(o, tasks, prefix, r if rounds > 1 else 0)
                 ]
         total = len(schedule)
         bind, advertised = driver_addresses(spark)

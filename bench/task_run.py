@@ -1,6 +1,7 @@
-"""The machinery every Spark task of the bench shares: its plan, the barrier that lines the
-tasks of a stage up, the connection pool and members of the coordinator scenarios, and the
-output rows.
+"""The machinery every Spark task of the bench shares: its plan, the members of the
+coordinator scenarios (of either group protocol: protocol_members.py, settling.py), CPU
+windows, and the output rows. The barrier that lines the tasks of a stage up and the
+connection pool are in task_sync.py.
 
 The driver (`minicoord.bench.runner`) cuts a scenario into `TaskPlan`s, one per task of a
 barrier stage; `minicoord.bench.tasks.run_task` runs a plan on a fresh uvloop loop with a
@@ -18,20 +19,18 @@ from __future__ import annotations
 
 import asyncio
 import time
+import uuid
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from minicoord.bench.proc_stats import rss_kib
+from minicoord.bench.proc_stats import cpu_seconds, host_busy_seconds, rss_kib
 from minicoord.bench.progress import Counters
-from minicoord.clients.connection import ProtocolClient
-from minicoord.clients.member import GroupMember
+from minicoord.bench.protocol_members import CLASSIC, CONSUMER, make_member
+from minicoord.bench.settling import Describer, Settling
+from minicoord.bench.task_sync import Barrier, ConnectionPool
 from minicoord.clients.member_base import MemberError
-from minicoord.clients.timings import (
-    EPOCH_OFFSET,
-    KIND_ASSIGNMENT,
-    KIND_GAUGE,
-    Recorder,
-)
+from minicoord.clients.timings import KIND_ASSIGNMENT, KIND_GAUGE, Recorder
 
 # Row layout of every measurement, as the DataFrame schema in runner.py names it.
 ROW_FIELDS = (
@@ -52,11 +51,7 @@ ROW_FIELDS = (
     "value",
 )
 
-CONNECT_CONCURRENCY = 256  # connects in flight per task: stays well inside the listen backlog
 ROUND_MARK = " #"
-START_LEAD_S = 0.3  # common start at least this far after the last task reported ready
-FIRST_GATHER_LAG_S = 1.05  # Spark's allGather lag before a task has seen one (local mode)
-LAG_MARGIN = 1.2
 
 
 @dataclass
@@ -111,130 +106,11 @@ def executor_address() -> str:
     return ctx.getTaskInfos()[ctx.partitionId()].address
 
 
-# -- coordination between tasks ------------------------------------------------------------
-
-
-class Barrier:
-    """allGather across the tasks of one barrier stage; trivial when there is one task.
-
-    Spark answers an allGather up to about a second after the last task called it, and not
-    at the same moment in every task (measured in local mode: 0.1 s in one task, 1.0 s in the
-    other). So every gather carries each task's clock and the worst lag it has seen, and a
-    common start is set that far (with a margin) after the last task got there: otherwise
-    one task would start its timed window most of a second after another.
-    """
-
-    def __init__(self, tasks: int) -> None:
-        self._ctx: Any = None
-        self._lag = 0.0  # the most this task's allGather answers came after the last call
-        self._lags: list[float] = []  # every task's, as of the last gather
-        self._calls: list[float] = []  # when each task called the last gather (epoch s)
-        if tasks > 1:
-            from pyspark import BarrierTaskContext
-
-            self._ctx = BarrierTaskContext.get()
-
-    async def gather(self, message: str) -> list[str]:
-        if self._ctx is None:
-            self._calls = [time.time()]
-            return [message]
-        stamped = f"{time.time()!r}|{self._lag!r}|{message}"
-        # Blocking call: a thread keeps the loop (and the members' heartbeats) running.
-        answers = await asyncio.get_running_loop().run_in_executor(
-            None, self._ctx.allGather, stamped
-        )
-        answered = time.time()
-        parts = [a.split("|", 2) for a in answers]
-        self._lag = max(self._lag, answered - max(float(p[0]) for p in parts))
-        self._lags = [float(p[1]) for p in parts]
-        self._calls = [float(p[0]) for p in parts]
-        return [p[2] for p in parts]
-
-    def lead(self) -> float:
-        """How long after the last task's call a common start can be: the same in every
-        task, as it depends only on what all of them reported."""
-        if self._ctx is None:
-            return START_LEAD_S
-        worst = max(self._lags) if self._lags and max(self._lags) > 0 else FIRST_GATHER_LAG_S
-        return max(START_LEAD_S, worst * LAG_MARGIN + START_LEAD_S / 2)
-
-    async def common_start(self) -> float:
-        """A perf_counter instant shortly after every task got here; sleeps until it."""
-        await self.gather("start")
-        return await self.start_after_last_gather()
-
-    async def start_after_last_gather(self) -> float:
-        """common_start without a gather of its own: the one just made is the rendezvous
-        (a scenario that gathers anyway saves Spark's second of lag)."""
-        start = max(self._calls) + self.lead() - EPOCH_OFFSET
-        await asyncio.sleep(max(0.0, start - time.perf_counter()))
-        return start
-
-    async def all_ok(self, ok: bool) -> bool:
-        return all(flag == "1" for flag in await self.gather("1" if ok else "0"))
-
-
-class ConnectionPool:
-    """Connections for members: one per member, or one shared by every `per_conn` members.
-
-    Slots are a task's member positions; with sharing, consecutive slots (the members of one
-    group, as plans list them) share a connection. minicoord, like Kafka, answers a
-    connection's requests in order, so a JoinGroup parked for its group holds back the other
-    answers on its connection: sharing is for heartbeat-heavy loads, not join storms of
-    unrelated groups.
-    """
-
-    def __init__(self, mode: str, per_conn: int, client_id: str) -> None:
-        self.mode = mode
-        self.per_conn = max(1, per_conn)
-        self.client_id = client_id
-        self._conns: dict[tuple[str, int, int], ProtocolClient] = {}
-        self._opening: dict[tuple[str, int, int], asyncio.Future[ProtocolClient]] = {}
-        self._limit = asyncio.Semaphore(CONNECT_CONCURRENCY)
-
-    def _key(self, slot: int, host: str, port: int) -> tuple[str, int, int]:
-        return host, port, slot if self.mode == "per-member" else slot // self.per_conn
-
-    async def get(self, slot: int, host: str, port: int) -> ProtocolClient:
-        key = self._key(slot, host, port)
-        conn = self._conns.get(key)
-        if conn is not None:
-            return conn
-        pending = self._opening.get(key)
-        if pending is not None:
-            return await pending
-        future: asyncio.Future[ProtocolClient] = asyncio.get_running_loop().create_future()
-        self._opening[key] = future
-        try:
-            async with self._limit:
-                conn = await ProtocolClient.connect(host, port, f"{self.client_id}-{key[2]}")
-        except BaseException as exc:
-            future.set_exception(exc)
-            future.exception()  # retrieved: no "never retrieved" warning when none waits
-            del self._opening[key]
-            raise
-        self._conns[key] = conn
-        del self._opening[key]
-        future.set_result(conn)
-        return conn
-
-    async def open(self, slots: range, host: str, port: int) -> None:
-        await asyncio.gather(*(self.get(s, host, port) for s in slots))
-
-    def __len__(self) -> int:
-        return len(self._conns)
-
-    async def close(self) -> None:
-        conns = list(self._conns.values())
-        self._conns.clear()
-        await asyncio.gather(*(c.close() for c in conns), return_exceptions=True)
-
-
 @dataclass(eq=False)
 class Sim:
     """A member and what the scenario tracks about it."""
 
-    member: GroupMember
+    member: Any  # TrackedGroupMember or TrackedConsumerMember (protocol_members.py)
     slot: int
     expected: int  # group size at which this member counts as settled
     started_at: float = 0.0  # perf_counter when it sent FindCoordinator
@@ -258,6 +134,8 @@ class TaskRun:
         self.sims: list[Sim] = []
         self.out: list[tuple] = []
         self.partitions: dict[str, int] = {}
+        self.topic_ids: dict[uuid.UUID, str] = {}
+        self.describer = Describer(*plan.host_port, f"bench-{plan.target}-{plan.task}-describe")
         self.executor = executor_address()
 
     def counters(self, finished: bool = False) -> Counters:
@@ -320,27 +198,36 @@ class TaskRun:
             if rss is not None:
                 self.gauge(op, rss, group_size=members)
 
+    # -- CPU -------------------------------------------------------------------------------
+
+    def cpu_window(self) -> CpuWindow:
+        return CpuWindow(self)
+
     # -- members ---------------------------------------------------------------------------
+
+    @property
+    def protocol(self) -> str:
+        return str(self.p.get("group_protocol") or CLASSIC)
 
     def make_members(self, entries: list[tuple[str, int, int]]) -> list[Sim]:
         p = self.p
+        shared = self.pool.mode == "shared" or self.protocol == CONSUMER
         new = []
         for group_id, index, expected in entries:
-            member = GroupMember(
-                None,  # type: ignore[arg-type]  # connected in join_members
+            member = make_member(
+                self.protocol,
                 group_id,
                 [p["topic"]],
                 index=index,
-                assignor=p.get("assignor", "range"),
-                session_timeout_ms=int(p.get("session_timeout_ms", 30_000)),
-                rebalance_timeout_ms=int(p.get("rebalance_timeout_ms", 60_000)),
-                heartbeat_interval_ms=int(p.get("heartbeat_interval_ms", 3_000)),
+                params=p,
                 group_instance_id=f"{group_id}-i{index}" if p.get("static") else None,
                 recorder=self.recorder,
                 # Shared connections answer in order: a leader's Metadata queued behind its
                 # group's parked JoinGroups would wait for ever, so with sharing the task
-                # learns partition counts once, before the start (see `connect`).
-                partitions=self.partitions if self.pool.mode == "shared" else None,
+                # learns partition counts once, before the start (see `connect`). Consumer
+                # members need the topic ids of their assignments: learnt the same way.
+                partitions=self.partitions if shared else None,
+                topic_ids=self.topic_ids,
             )
             sim = Sim(member, len(self.sims), expected)
             self.sims.append(sim)
@@ -351,42 +238,55 @@ class TaskRun:
         """Open each member's bootstrap connection (before any timed phase starts)."""
         host, port = self.plan.host_port
         await asyncio.gather(*(self._attach(s, host, port) for s in sims))
-        if sims and self.pool.mode == "shared" and not self.partitions and not self.plan.echo:
-            await sims[0].member.fetch_metadata()
+        shared = self.pool.mode == "shared" or self.protocol == CONSUMER
+        if sims and shared and not self.plan.echo:
+            topics = {t for s in sims for t in s.member.topics}
+            if not topics <= self.partitions.keys() or (
+                self.protocol == CONSUMER and not topics <= set(self.topic_ids.values())
+            ):
+                await sims[0].member.fetch_metadata()
 
     async def _attach(self, sim: Sim, host: str, port: int) -> None:
         sim.member.conn = await self.pool.get(sim.slot, host, port)
 
-    async def join_members(self, sims: list[Sim], spread_s: float = 0.0) -> bool:
-        """FindCoordinator, join and sync every member; start their heartbeats.
+    def settling(
+        self,
+        sims: list[Sim],
+        on_settled: Callable[[Sim, float], None],
+        expected: Callable[[Sim], int] | None = None,
+        after: float = 0.0,
+    ) -> Settling:
+        """A watch over `sims` until each is settled at its group's expected size (its
+        `Sim.expected` unless `expected` says otherwise): settling.py."""
+        return Settling(
+            sims,
+            self.protocol,
+            expected or (lambda s: s.expected),
+            int(self.p.get("partitions", 0)),
+            self.describer,
+            on_settled,
+            after,
+        )
 
-        Returns once every member holds an assignment of a generation with the group's
-        expected size (or failed), False on timeout. Member i starts `i * spread / n` after
-        the call, so a spread turns a thundering herd into a steady arrival rate.
+    async def join_members(self, sims: list[Sim], spread_s: float = 0.0) -> bool:
+        """FindCoordinator, join (and sync) every member; start their heartbeats.
+
+        Returns once every member is settled in a group of its expected size (or failed),
+        False on timeout. Member i starts `i * spread / n` after the call, so a spread turns
+        a thundering herd into a steady arrival rate.
         """
         if not sims:
             return True
-        remaining = len(sims)
-        done = asyncio.Event()
-        by_member = {id(s.member): s for s in sims}
 
-        def settled(sim: Sim) -> None:
-            nonlocal remaining
-            remaining -= 1
-            if remaining == 0:
-                done.set()
+        def settled(sim: Sim, t: float) -> None:
+            sim.settled_at = t
 
-        def on_assigned(member: GroupMember) -> None:
-            sim = by_member[id(member)]
-            if not sim.settled_at and member.group_size >= sim.expected:
-                sim.settled_at = member.assigned_at
-                settled(sim)
+        watch = self.settling(sims, settled)
 
         async def one(sim: Sim, delay: float) -> None:
             if delay:
                 await asyncio.sleep(delay)
             member = sim.member
-            member.on_assigned = on_assigned
             sim.started_at = time.perf_counter()
             try:
                 _, host, port = await member.find_coordinator()
@@ -406,16 +306,11 @@ class TaskRun:
                 )
                 if not sim.settled_at:
                     sim.settled_at = -1.0
-                    settled(sim)
+                watch.fail(sim)
 
         n = len(sims)
         starters = [asyncio.ensure_future(one(s, spread_s * i / n)) for i, s in enumerate(sims)]
-        timeout = float(self.p.get("timeout_s", 120)) + spread_s
-        try:
-            await asyncio.wait_for(done.wait(), timeout)
-            ok = True
-        except TimeoutError:
-            ok = False
+        ok = await watch.wait(float(self.p.get("timeout_s", 120)) + spread_s)
         for t in starters:
             if not t.done():
                 t.cancel()
@@ -423,8 +318,8 @@ class TaskRun:
         return ok and not any(s.failed for s in sims)
 
     def record_joins(self, sims: list[Sim]) -> None:
-        """Per member: join (first JoinGroup -> settled assignment), cold_join (from
-        FindCoordinator), and the partitions it holds."""
+        """Per member: join (first JoinGroup or ConsumerGroupHeartbeat -> settled), cold_join
+        (from FindCoordinator), and the partitions it holds."""
         for s in sims:
             m = s.member
             if s.settled_at <= 0:
@@ -439,14 +334,10 @@ class TaskRun:
                 )
                 continue
             common = {"group_size": m.group_size, "generation": m.generation}
+            # Classic: JoinGroup round trips; consumer protocol: assignments taken.
+            trips = getattr(m, "joins", m.rounds)
             self.recorder.phase(
-                "join",
-                m.group_id,
-                m.index,
-                m.first_join_at,
-                s.settled_at,
-                value=m.joins,
-                **common,
+                "join", m.group_id, m.index, m.first_join_at, s.settled_at, value=trips, **common
             )
             self.recorder.phase(
                 "cold_join", m.group_id, m.index, s.started_at, s.settled_at, **common
@@ -479,3 +370,39 @@ class TaskRun:
     async def stop_heartbeats(self, sims: list[Sim] | None = None) -> None:
         sims = self.sims if sims is None else sims
         await asyncio.gather(*(s.member.stop_heartbeats() for s in sims))
+
+    async def close(self) -> None:
+        """Stop every member's heartbeats; close the members' and the poller's connections."""
+        for s in self.sims:
+            await s.member.stop_heartbeats()
+        await self.pool.close()
+        await self.describer.close()
+
+
+class CpuWindow:
+    """CPU over one timed window: this task's process (a task near one core means the load
+    generator set the pace), and on task 0 the server's and the whole machine's busy cores
+    (near all of them: nobody had a core to spare). Recorded as gauges by `stop`."""
+
+    def __init__(self, run: TaskRun) -> None:
+        self.run = run
+        pid = run.plan.server_pid
+        first = run.plan.task == 0
+        self.server0 = cpu_seconds(pid) if pid and first else None
+        self.client0 = time.process_time()
+        self.host0 = host_busy_seconds() if first else None
+        self.describes0 = run.describer.polls
+
+    def stop(self, start: float, end: float) -> None:
+        run, pid = self.run, self.run.plan.server_pid
+        if self.server0 is not None and pid:
+            server1 = cpu_seconds(pid)
+            if server1 is not None:
+                run.gauge("server_cpu_s", server1 - self.server0, start, end)
+        run.gauge("client_cpu_s", time.process_time() - self.client0, start, end)
+        host1 = host_busy_seconds() if self.host0 is not None else None
+        if self.host0 is not None and host1 is not None:
+            run.gauge("host_busy_s", host1 - self.host0, start, end)
+        polls = run.describer.polls - self.describes0
+        if polls:
+            run.gauge("describe_polls", polls, start, end)

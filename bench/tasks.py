@@ -2,9 +2,11 @@
 one row per measurement.
 
 The scenarios live by domain: group_scenarios.py (simulated members of the coordinator
-scenarios), data_scenario.py (stock librdkafka producers and consumers); the machinery they
-share (plans, barrier, rows) in task_run.py. This module is the entry point Spark pickles by
-reference (`run_task`), and what the cluster check imports on the executors.
+scenarios), protocol_scenarios.py (classic vs consumer protocol side by side),
+data_scenario.py (stock librdkafka producers and consumers); the machinery they share
+(plans, members, rows) in task_run.py, the barrier and connections in task_sync.py. This
+module is the entry point Spark pickles by reference (`run_task`), and what the cluster
+check imports on the executors.
 
 Everything here is imported inside the Python workers, so it must not import pyspark at
 module level.
@@ -20,6 +22,7 @@ from collections.abc import Awaitable, Callable, Iterator
 
 from minicoord.bench import data_scenario
 from minicoord.bench import group_scenarios as group
+from minicoord.bench import protocol_scenarios as protocols
 from minicoord.bench.progress import ProgressSender
 from minicoord.bench.task_run import ROW_FIELDS, TaskPlan, TaskRun
 
@@ -34,6 +37,9 @@ SCENARIOS: dict[str, Callable[[TaskRun], Awaitable[None]]] = {
     "commit": group.commit,
     "scale": group.scale,
     "head-to-head": group.head_to_head,
+    # `protocols` runs these and cold-join, one job per protocol (planning.protocol_jobs).
+    "newcomer": protocols.newcomer,
+    "protocol-heartbeat": protocols.protocol_heartbeat,
     "data": data_scenario.data,
 }
 
@@ -59,9 +65,7 @@ async def run_plan(plan: TaskPlan) -> list[tuple]:
     finally:
         reporting.cancel()
         await asyncio.gather(reporting, return_exceptions=True)
-        for s in run.sims:
-            await s.member.stop_heartbeats()
-        await run.pool.close()
+        await run.close()
         sender.send(run.counters(finished=True))  # whatever the last tick showed
         sender.close()
     # Whatever was recorded after the last emit (a failure mid-way) is kept too.

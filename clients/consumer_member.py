@@ -159,12 +159,15 @@ class ConsumerProtocolMember(MemberBase):
         self.generation = 0
         self.owned_ids = {}
         self._steady = None
+        # A member that rejoins (fenced, or a new life under churn) took assignments before:
+        # only one taken by this join counts.
+        rounds = self.rounds
         for _ in range(MAX_JOIN_ATTEMPTS):
             response = await self._send(0, full=True)
             error = response.error_code
             if error == 0:
                 self._take(response)
-                if self.rounds:
+                if self.rounds > rounds:
                     return self.assignment
                 break
             if error not in RETRIABLE:
@@ -181,7 +184,7 @@ class ConsumerProtocolMember(MemberBase):
             error = await self.heartbeat()
             if error in REJOIN:
                 return await self.join()
-            if self.rounds:
+            if self.rounds > rounds:
                 return self.assignment
         raise MemberError(f"no assignment after {MAX_JOIN_ATTEMPTS} heartbeats")
 
@@ -269,6 +272,12 @@ class GroupSnapshot:
     assignment_epoch: int
     member_epochs: tuple[int, ...]
     owned: tuple[tuple[uuid.UUID, int], ...]  # every (topic id, partition) some member holds
+    # Per member id, what the server has given it: a member whose answer is still on its way
+    # is at the group epoch here before it holds what this says.
+    by_member: tuple[tuple[str, frozenset[tuple[uuid.UUID, int]]], ...] = ()
+
+    def owned_by(self, member_id: str) -> frozenset[tuple[uuid.UUID, int]] | None:
+        return next((owned for m, owned in self.by_member if m == member_id), None)
 
     def settled(self, members: int, partitions: int) -> bool:
         """Every partition owned once, every one of `members` members at the group epoch."""
@@ -299,5 +308,14 @@ async def describe_group(conn: ProtocolClient, group_id: str) -> GroupSnapshot:
             for m in g.members
             for tp in m.assignment.topic_partitions
             for p in tp.partitions
+        ),
+        by_member=tuple(
+            (
+                m.member_id,
+                frozenset(
+                    (tp.topic_id, p) for tp in m.assignment.topic_partitions for p in tp.partitions
+                ),
+            )
+            for m in g.members
         ),
     )

@@ -8,11 +8,12 @@ import time
 from typing import Any
 
 import pytest
-from minicoord.bench import task_run
+from minicoord.bench import task_sync
 from minicoord.bench.cli import build_parser, options
 from minicoord.bench.comparison import head_to_head, round_medians
 from minicoord.bench.planning import plan_jobs
-from minicoord.bench.task_run import Barrier, round_step, split_round
+from minicoord.bench.task_run import round_step, split_round
+from minicoord.bench.task_sync import Barrier
 
 
 def test_round_tags_round_trip() -> None:
@@ -42,15 +43,15 @@ async def test_common_start_leaves_room_for_the_worst_lag_any_task_reported() ->
     barrier._ctx = fake
     # Before any task saw a gather, the lag is Spark's usual one.
     assert barrier.lead() == pytest.approx(
-        task_run.FIRST_GATHER_LAG_S * task_run.LAG_MARGIN + task_run.START_LEAD_S / 2
+        task_sync.FIRST_GATHER_LAG_S * task_sync.LAG_MARGIN + task_sync.START_LEAD_S / 2
     )
     assert await barrier.gather("x") == ["x", "x"]
     fake.peer_lag = 0.9
     await barrier.gather("y")
-    assert barrier.lead() == pytest.approx(0.9 * task_run.LAG_MARGIN + task_run.START_LEAD_S / 2)
+    assert barrier.lead() == pytest.approx(0.9 * task_sync.LAG_MARGIN + task_sync.START_LEAD_S / 2)
     fake.peer_lag = 0.01  # a small lag never brings the lead under the minimum
     await barrier.gather("z")
-    assert barrier.lead() == task_run.START_LEAD_S
+    assert barrier.lead() == task_sync.START_LEAD_S
     # Messages with the separator in them come back whole.
     assert await barrier.gather("a|b") == ["a|b", "a|b"]
     assert all(m.count("|") >= 2 for m in fake.sent)
