@@ -84,10 +84,32 @@ def decode_request(body: bytes, version: int) -> ConsumerGroupHeartbeatFields:
         raise ConsumerGroupHeartbeatDecodeError(str(exc)) from exc
 
 
+# What follows the epoch in a steady heartbeat, which repeats nothing: null instance and rack,
+# rebalance timeout -1, null names, (v1+) null regex, null assignor, null partitions, no tags.
+_STEADY_TAIL = (
+    b"\x00\x00\xff\xff\xff\xff\x00\x00\x00\x00",
+    b"\x00\x00\xff\xff\xff\xff\x00\x00\x00\x00\x00",
+)
+
+
 def _decode(body: bytes, version: int) -> ConsumerGroupHeartbeatFields:
     group_id, pos = _string(body, 0, False)
     member_id, pos = _string(body, pos, False)
     (epoch,) = _I32.unpack_from(body, pos)
+    if body[pos + 4 :] == _STEADY_TAIL[version]:
+        # Most heartbeats: one comparison instead of reading seven null fields.
+        return ConsumerGroupHeartbeatFields(
+            group_id,  # type: ignore[arg-type]
+            member_id,  # type: ignore[arg-type]
+            epoch,
+            None,
+            None,
+            -1,
+            None,
+            None,
+            None,
+            None,
+        )
     instance, pos = _string(body, pos + 4, True)
     rack, pos = _string(body, pos, True)
     (rebalance_timeout,) = _I32.unpack_from(body, pos)

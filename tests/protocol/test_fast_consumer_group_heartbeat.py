@@ -89,6 +89,20 @@ def test_requests_decode_as_the_generated_codec_reads_them(r: tuple[Any, ...]) -
     assert _fields(decode_request(body, version), version) == _fields(slow, version)
 
 
+@given(st.integers(0, 1), text, text, int32)
+def test_steady_heartbeats_take_the_short_read_and_agree(
+    version: int, group: str, member: str, epoch: int
+) -> None:
+    # The shape most heartbeats have: everything after the epoch null or -1.
+    r = (version, group, member, epoch, None, None, -1, None, None, None, None)
+    body = _encode(r)
+    slow = _generated(body, version)
+    assert slow is not None
+    expected = _fields(slow, version)
+    assert _fields(decode_request(body, version), version) == expected
+    assert _fields(decode_request(memoryview(body), version), version) == expected  # type: ignore[arg-type]
+
+
 @given(requests, st.integers(0, 400), st.integers(0, 255), st.booleans())
 def test_damaged_requests_are_refused_unless_read_the_same(
     r: tuple[Any, ...], where: int, byte: int, truncate: bool
