@@ -9,10 +9,14 @@ from typing import Any
 
 from minicoord.protocol.apis import SPECS
 from minicoord.protocol.consumer_group_apis import ConsumerGroupDescribeResponse
+from minicoord.protocol.errors import ErrorCode
 from minicoord.server.coordinator.consumer.describe import DescribedAssignment
 from minicoord.server.handlers.base import Handler, RequestContext
+from minicoord.server.security import authorize
+from minicoord.server.security.acls import ResourceType
 
 API_KEY = 69
+GROUP = ResourceType.GROUP
 Group = ConsumerGroupDescribeResponse.DescribedGroup
 Member = Group.Member
 Assignment = Member.Assignment
@@ -30,7 +34,26 @@ def _assignment(described: DescribedAssignment) -> Any:
 
 def handle(ctx: RequestContext, request: Any) -> Any:
     groups = []
-    for d in ctx.broker.coordinator.consumer_group_describe(list(request.group_ids)):
+    names = list(request.group_ids)
+    # With ACLs (as Kafka): Describe on each group, else GROUP_AUTHORIZATION_FAILED for it.
+    checked = ctx.broker.authorizer is not None
+    denied = {g for g in names if authorize.group_denied(ctx, g, authorize.DESCRIBE)}
+    with_ops = checked and request.include_authorized_operations
+    for g in denied:
+        groups.append(
+            Group(
+                error_code=ErrorCode.GROUP_AUTHORIZATION_FAILED,
+                error_message=None,
+                group_id=g,
+                group_state="",
+                group_epoch=0,
+                assignment_epoch=0,
+                assignor_name="",
+                members=[],
+                authorized_operations=authorize.NOT_COMPUTED,
+            )
+        )
+    for d in ctx.broker.coordinator.consumer_group_describe([g for g in names if g not in denied]):
         groups.append(
             Group(
                 error_code=d.error,
@@ -56,7 +79,9 @@ def handle(ctx: RequestContext, request: Any) -> Any:
                     )
                     for m in d.members
                 ],
-                authorized_operations=-(2**31),
+                authorized_operations=authorize.authorized_operations(ctx, GROUP, d.group_id)
+                if with_ops and d.error is ErrorCode.NONE
+                else authorize.NOT_COMPUTED,
             )
         )
     return ConsumerGroupDescribeResponse(version=ctx.version, throttle_time_ms=0, groups=groups)

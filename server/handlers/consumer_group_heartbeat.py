@@ -17,10 +17,14 @@ from typing import Any
 
 from minicoord.protocol import fast_consumer_group_heartbeat
 from minicoord.protocol.apis import SPECS
+from minicoord.protocol.errors import ErrorCode
 from minicoord.server.coordinator.consumer.requests import HeartbeatOutcome, HeartbeatRequest
 from minicoord.server.handlers.base import EncodedResponse, Handler, RequestContext
+from minicoord.server.security import authorize
 
 API_KEY = 68
+# The message of Kafka's GroupAuthorizationException without one of its own.
+GROUP_DENIED = "Group authorization failed."
 
 
 def _owned(topic_partitions: Any) -> dict[uuid.UUID, frozenset[int]] | None:
@@ -34,6 +38,8 @@ def _owned(topic_partitions: Any) -> dict[uuid.UUID, frozenset[int]] | None:
 
 def handle(ctx: RequestContext, request: Any) -> Any:
     version = ctx.version
+    if ctx.broker.authorizer is not None and authorize.group_denied(ctx, request.group_id):
+        return _encoded(HeartbeatOutcome(ErrorCode.GROUP_AUTHORIZATION_FAILED, GROUP_DENIED))
     req = HeartbeatRequest(
         group_id=request.group_id,
         member_id=request.member_id,
