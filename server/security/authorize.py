@@ -11,11 +11,16 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
+from minicoord.protocol.errors import ErrorCode
 from minicoord.server.security.acls import (
-    CLUSTER_NAME,
+    CLUSTER_NAME as CLUSTER_NAME,
+)
+from minicoord.server.security.acls import (
     SUPPORTED_OPERATIONS,
-    Operation,
     ResourceType,
+)
+from minicoord.server.security.acls import (
+    Operation as Operation,
 )
 
 if TYPE_CHECKING:
@@ -104,3 +109,22 @@ def operation_set(ctx: RequestContext, rtype: ResourceType, name: str) -> set[in
     """The same bitfield as the set of its bits (kafka-python's form of a bitfield)."""
     bits = authorized_operations(ctx, rtype, name)
     return {op for op in range(32) if bits >> op & 1}
+
+
+# Config resource type codes (DescribeConfigs, IncrementalAlterConfigs).
+CONFIG_TOPIC = 2
+CONFIG_BROKER = 4
+
+
+def config_refusal(
+    ctx: RequestContext, resource_type: int, name: str, op: Operation
+) -> tuple[ErrorCode, str] | None:
+    """With ACLs (as Kafka): `op` (DescribeConfigs, AlterConfigs) on the topic, or on the
+    cluster for a broker resource; the error and message to answer, or None."""
+    if ctx.broker.authorizer is None:
+        return None
+    if resource_type == CONFIG_TOPIC and not allowed(ctx, op, TOPIC, name):
+        return ErrorCode.TOPIC_AUTHORIZATION_FAILED, "Topic authorization failed."
+    if resource_type == CONFIG_BROKER and not cluster_allowed(ctx, op):
+        return ErrorCode.CLUSTER_AUTHORIZATION_FAILED, "Cluster authorization failed."
+    return None
