@@ -1,0 +1,96 @@
+"""Topic ACLs against stock clients: Metadata hides what a principal may not describe,
+produce needs Write, auto-creation needs Create."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+from aclkit import AUTHORIZER, admin, confluent_producer
+from confluent_kafka import KafkaError
+from conftest import Identity
+from kafka import KafkaAdminClient, KafkaProducer
+from kafka.errors import TopicAuthorizationFailedError
+from minicoord.testing.embedded import EmbeddedServer, running
+
+TOPICS = [("data", 1), ("readonly", 1), ("secret", 1), ("visible", 1)]
+
+
+def topic_acls(principal: str) -> list[str]:
+    return [
+        f"allow {principal} All topic:data",
+        f"allow {principal} Read topic:readonly",  # implies Describe, not Write
+        f"allow {principal} Describe topic:visible",
+        # Nothing on "secret"; Describe (not Create) on names starting "auto-".
+        f"allow {principal} Describe topic:auto- prefixed",
+    ]
+
+
+@pytest.fixture
+def server(identity: Identity) -> Iterator[EmbeddedServer]:
+    with running(
+        {"authorizer.class.name": AUTHORIZER},
+        topics=TOPICS,
+        acls=topic_acls(identity.principal),
+        **identity.server,
+    ) as server:
+        yield server
+
+
+def test_confluent_metadata_hides_undescribable_topics(
+    server: EmbeddedServer, identity: Identity
+) -> None:
+    client = admin(server.bootstrap, identity.confluent)
+    listed = client.list_topics(timeout=10).topics
+    assert {"data", "readonly", "visible"} <= set(listed)
+    assert "secret" not in listed
+    named = client.list_topics(topic="secret", timeout=10).topics["secret"]
+    assert named.error is not None
+    assert named.error.code() == KafkaError.TOPIC_AUTHORIZATION_FAILED
+
+
+def test_kafka_python_metadata_hides_undescribable_topics(
+    server: EmbeddedServer, identity: Identity
+) -> None:
+    client = KafkaAdminClient(bootstrap_servers=server.bootstrap, **identity.kafka_python)
+    try:
+        topics = set(client.list_topics())
+    finally:
+        client.close()
+    assert {"data", "readonly", "visible"} <= topics
+    assert "secret" not in topics
+
+
+def test_confluent_produce_without_write_is_refused(
+    server: EmbeddedServer, identity: Identity
+) -> None:
+    producer = confluent_producer(server.bootstrap, identity.confluent)
+    reports: list[object] = []
+    producer.produce("readonly", b"x", on_delivery=lambda err, msg: reports.append(err))
+    producer.produce("data", b"y", on_delivery=lambda err, msg: reports.append(err))
+    assert producer.flush(15) == 0
+    codes = sorted((err.code() if err is not None else 0) for err in reports)
+    assert codes == [0, KafkaError.TOPIC_AUTHORIZATION_FAILED]
+
+
+def test_kafka_python_produce_without_write_is_refused(
+    server: EmbeddedServer, identity: Identity
+) -> None:
+    producer = KafkaProducer(
+        bootstrap_servers=server.bootstrap, max_block_ms=10000, **identity.kafka_python
+    )
+    try:
+        producer.send("data", b"ok").get(10)
+        with pytest.raises(TopicAuthorizationFailedError):
+            producer.send("readonly", b"no").get(10)
+    finally:
+        producer.close(5)
+
+
+def test_auto_creation_needs_create(server: EmbeddedServer, identity: Identity) -> None:
+    client = admin(server.bootstrap, identity.confluent)
+    # Describe but no Create: refused, and not created.
+    named = client.list_topics(topic="auto-new", timeout=10).topics["auto-new"]
+    assert named.error is not None
+    assert named.error.code() == KafkaError.TOPIC_AUTHORIZATION_FAILED
+    assert server.call(lambda: server.server.broker.topics.get("auto-new")) is None
