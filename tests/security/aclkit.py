@@ -4,12 +4,27 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from dataclasses import dataclass, field
 from typing import Any
 
 from confluent_kafka import Consumer, Producer
 from confluent_kafka.admin import AdminClient
 
 AUTHORIZER = "org.apache.kafka.metadata.authorizer.StandardAuthorizer"
+
+
+@dataclass(frozen=True)
+class Identity:
+    name: str
+    principal: str
+    # Extra client settings: librdkafka's names for confluent-kafka, kafka-python's kwargs.
+    confluent: dict[str, Any] = field(default_factory=dict)
+    kafka_python: dict[str, Any] = field(default_factory=dict)
+    # Server arguments this identity needs (listeners, users) besides the ACLs.
+    server: dict[str, Any] = field(default_factory=dict)
+
+
+IDENTITIES = [Identity("anonymous", "User:ANONYMOUS")]
 
 
 def confluent_consumer(bootstrap: str, group: str, extra: dict[str, Any]) -> Consumer:

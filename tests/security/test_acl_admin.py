@@ -7,7 +7,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from aclkit import AUTHORIZER, admin, confluent_consumer, poll_until
+from aclkit import AUTHORIZER, Identity, admin, confluent_consumer, poll_until
 from confluent_kafka import KafkaError, KafkaException
 from confluent_kafka.admin import (
     AclBinding,
@@ -17,7 +17,6 @@ from confluent_kafka.admin import (
     ResourcePatternType,
     ResourceType,
 )
-from conftest import Identity
 from kafka import KafkaAdminClient
 from kafka.admin import (
     ACL,

@@ -4,9 +4,8 @@ allow, prefixed ACLs; an allowed group beside a refused one keeps working."""
 from __future__ import annotations
 
 import pytest
-from aclkit import confluent_consumer, confluent_producer, poll_until
+from aclkit import Identity, confluent_consumer, confluent_producer, poll_until
 from confluent_kafka import KafkaError, KafkaException, TopicPartition
-from conftest import Identity
 from kafka import KafkaConsumer
 from kafka import TopicPartition as KpTopicPartition
 from kafka.errors import GroupAuthorizationFailedError

@@ -6,9 +6,8 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 import pytest
-from aclkit import AUTHORIZER, admin, confluent_producer
+from aclkit import AUTHORIZER, Identity, admin, confluent_producer
 from confluent_kafka import KafkaError
-from conftest import Identity
 from kafka import KafkaAdminClient, KafkaProducer
 from kafka.errors import TopicAuthorizationFailedError
 from minicoord.testing.embedded import EmbeddedServer, running
