@@ -17,6 +17,7 @@ from minicoord.server.security.acls import ResourceType
 
 API_KEY = 69
 GROUP = ResourceType.GROUP
+_TOPICS = "The group has described topic(s) that the client is not authorized to describe."
 Group = ConsumerGroupDescribeResponse.DescribedGroup
 Member = Group.Member
 Assignment = Member.Assignment
@@ -32,6 +33,30 @@ def _assignment(described: DescribedAssignment) -> Any:
     )
 
 
+def _refused(group_id: str, error: ErrorCode, message: str | None) -> Any:
+    return Group(
+        error_code=error,
+        error_message=message,
+        group_id=group_id,
+        group_state="",
+        group_epoch=0,
+        assignment_epoch=0,
+        assignor_name="",
+        members=[],
+        authorized_operations=authorize.NOT_COMPUTED,
+    )
+
+
+def _hidden_topics(ctx: RequestContext, d: Any) -> set[str]:
+    """The topics the group's members subscribe to or own that one may not describe."""
+    names: set[str] = set()
+    for m in d.members:
+        names.update(m.topics)
+        names.update(name for _, name, _ in m.assignment)
+        names.update(name for _, name, _ in m.target)
+    return authorize.denied_topics(ctx, authorize.DESCRIBE, names)
+
+
 def handle(ctx: RequestContext, request: Any) -> Any:
     groups = []
     names = list(request.group_ids)
@@ -40,20 +65,13 @@ def handle(ctx: RequestContext, request: Any) -> Any:
     denied = {g for g in names if authorize.group_denied(ctx, g, authorize.DESCRIBE)}
     with_ops = checked and request.include_authorized_operations
     for g in denied:
-        groups.append(
-            Group(
-                error_code=ErrorCode.GROUP_AUTHORIZATION_FAILED,
-                error_message=None,
-                group_id=g,
-                group_state="",
-                group_epoch=0,
-                assignment_epoch=0,
-                assignor_name="",
-                members=[],
-                authorized_operations=authorize.NOT_COMPUTED,
-            )
-        )
+        groups.append(_refused(g, ErrorCode.GROUP_AUTHORIZATION_FAILED, None))
     for d in ctx.broker.coordinator.consumer_group_describe([g for g in names if g not in denied]):
+        if checked and d.error is ErrorCode.NONE and _hidden_topics(ctx, d):
+            # As Kafka 4.0 (KAFKA-18813): a group naming a topic one may not describe is
+            # not described at all.
+            groups.append(_refused(d.group_id, ErrorCode.TOPIC_AUTHORIZATION_FAILED, _TOPICS))
+            continue
         groups.append(
             Group(
                 error_code=d.error,

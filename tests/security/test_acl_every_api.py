@@ -16,11 +16,13 @@ from minicoord.protocol.apis import SPECS
 from minicoord.protocol.errors import ErrorCode
 from minicoord.server.app import Server
 from minicoord.server.config import Config
+from minicoord.server.security.acls import parse_acl
 
 AUTHORIZER = "org.apache.kafka.metadata.authorizer.StandardAuthorizer"
 TOPIC_DENIED = ErrorCode.TOPIC_AUTHORIZATION_FAILED
 GROUP_DENIED = ErrorCode.GROUP_AUTHORIZATION_FAILED
 CLUSTER_DENIED = ErrorCode.CLUSTER_AUTHORIZATION_FAILED
+WIRE_ACL = parse_acl("allow User:ANONYMOUS Read group:*")
 
 # The error each API answers (somewhere in its response) when nothing is allowed.
 EXPECTED: dict[int, ErrorCode | None] = {
@@ -145,3 +147,27 @@ async def test_super_user_is_answered_as_without_acls(
         return  # with an authorizer the ACL APIs work rather than answer SECURITY_DISABLED
     response = await asyncio.wait_for(client.request(request, version), 5)
     assert check(response), response
+
+
+async def test_consumer_group_topics_need_describe() -> None:
+    # Read on every group, nothing on the topic: a KIP-848 member subscribing to it, and a
+    # describe of its group once a member (as a super user) joined, are refused (Kafka 4.0).
+    async with await _serve(acls=["allow User:ANONYMOUS Read group:*"]) as server:
+        topic_id = server.broker.topics.get(WIRE.TOPIC).topic_id
+        client = await ProtocolClient.connect("127.0.0.1", server.port, "acl-test")
+        try:
+            request, _ = WIRE._sample(68, 1, topic_id)
+            response = await asyncio.wait_for(client.request(request, 1), 5)
+            assert response.error_code == TOPIC_DENIED, response
+            server.broker.acls.super_users = frozenset({"User:ANONYMOUS"})
+            server.broker.acls.remove(next(iter(dict(server.broker.acls.items()))))
+            response = await asyncio.wait_for(client.request(request, 1), 5)
+            assert response.error_code == 0, response
+            server.broker.acls.super_users = frozenset()
+            server.broker.acls.add(WIRE_ACL)
+            described, _ = WIRE._sample(69, 1, topic_id)
+            described.group_ids = [request.group_id]
+            response = await asyncio.wait_for(client.request(described, 1), 5)
+            assert [g.error_code for g in response.groups] == [TOPIC_DENIED], response
+        finally:
+            await client.close()
