@@ -21,6 +21,7 @@ import uuid
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from enum import IntEnum
+from typing import Any
 
 
 class ResourceType(IntEnum):
@@ -376,21 +377,25 @@ def parse_acl(spec: str | Acl) -> Acl:
             host = word[5:]
         else:
             raise InvalidAcl(f"ACL spec {spec!r}: unexpected {word!r}")
-    try:
-        rtype = ResourceType[_enum_name(rtype_name)]
-        acl = Acl(
-            rtype,
-            name or (CLUSTER_NAME if rtype is ResourceType.CLUSTER else ""),
-            pattern,
-            principal,
-            host,
-            Operation[_enum_name(operation)],
-            Permission[_enum_name(permission)],
-        )
-    except KeyError as exc:
-        raise InvalidAcl(f"ACL spec {spec!r}: unknown {exc.args[0]}") from None
+    rtype = _member(ResourceType, rtype_name, "resource type", spec)
+    acl = Acl(
+        rtype,
+        name or (CLUSTER_NAME if rtype is ResourceType.CLUSTER else ""),
+        pattern,
+        principal,
+        host,
+        _member(Operation, operation, "operation", spec),
+        _member(Permission, permission, "permission", spec),
+    )
     acl.validate()
     return acl
+
+
+def _member(enum: type[IntEnum], word: str, kind: str, spec: str) -> Any:
+    try:
+        return enum[_enum_name(word)]
+    except KeyError:
+        raise InvalidAcl(f"ACL spec {spec!r}: unknown {kind} {word!r}") from None
 
 
 def _enum_name(word: str) -> str:

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 from minicoord.server.broker import Broker
-from minicoord.server.config import Config, ConfigError
+from minicoord.server.config import Config, ConfigError, with_authorizer
 from minicoord.server.security import records
 from minicoord.server.security.acls import (
     Acl,
@@ -229,6 +229,18 @@ def test_authorizer_class_names() -> None:
         Config.from_pairs({"authorizer.class.name": "com.example.Mine"})
     config = Config.from_pairs({"super.users": "User:a; User:b"})
     assert config.super_user_set == {"User:a", "User:b"}
+
+
+def test_acls_or_super_users_given_switch_the_authorizer_on() -> None:
+    assert with_authorizer([("a", "1")], [], []) == [("a", "1")]
+    pairs = dict(
+        with_authorizer([("super.users", "User:x")], ["allow User:a Read group:g"], ["User:y"])
+    )
+    assert pairs["authorizer.class.name"].endswith("StandardAuthorizer")
+    assert pairs["super.users"] == "User:x;User:y"
+    # Switched off explicitly: kept off.
+    off = dict(with_authorizer([("authorizer.class.name", "")], ["allow User:a Read group:g"], []))
+    assert off["authorizer.class.name"] == ""
 
 
 def _broker(data_dir: Path) -> Broker:
