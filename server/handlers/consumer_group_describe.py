@@ -62,7 +62,8 @@ def handle(ctx: RequestContext, request: Any) -> Any:
     names = list(request.group_ids)
     # With ACLs (as Kafka): Describe on each group, else GROUP_AUTHORIZATION_FAILED for it.
     checked = ctx.broker.authorizer is not None
-    denied = {g for g in names if authorize.group_denied(ctx, g, authorize.DESCRIBE)}
+    # A list, so that refused groups are answered in the order they were asked for.
+    denied = [g for g in names if authorize.group_denied(ctx, g, authorize.DESCRIBE)]
     with_ops = checked and request.include_authorized_operations
     for g in denied:
         groups.append(_refused(g, ErrorCode.GROUP_AUTHORIZATION_FAILED, None))

@@ -29,7 +29,8 @@ def handle(ctx: RequestContext, request: Any) -> Any:
     names = list(request.groups)
     # With ACLs (as Kafka): Describe on each group, else GROUP_AUTHORIZATION_FAILED for it.
     checked = ctx.broker.authorizer is not None
-    denied = {g for g in names if authorize.group_denied(ctx, g, authorize.DESCRIBE)}
+    # A list, so that refused groups are answered in the order they were asked for.
+    denied = [g for g in names if authorize.group_denied(ctx, g, authorize.DESCRIBE)]
     wanted = [g for g in names if g not in denied]
     with_ops = checked and version >= 3 and request.include_authorized_operations
     for g in denied:
