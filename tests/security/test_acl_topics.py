@@ -7,7 +7,7 @@ from collections.abc import Iterator
 
 import pytest
 from aclkit import AUTHORIZER, Identity, admin, confluent_producer
-from confluent_kafka import KafkaError
+from confluent_kafka import KafkaError, KafkaException
 from kafka import KafkaAdminClient, KafkaProducer
 from kafka.errors import TopicAuthorizationFailedError
 from minicoord.testing.embedded import EmbeddedServer, running
@@ -93,3 +93,32 @@ def test_auto_creation_needs_create(server: EmbeddedServer, identity: Identity) 
     assert named.error is not None
     assert named.error.code() == KafkaError.TOPIC_AUTHORIZATION_FAILED
     assert server.call(lambda: server.server.broker.topics.get("auto-new")) is None
+
+
+def test_idempotent_producer_needs_write_on_some_topic(identity: Identity) -> None:
+    # Kafka 3+: Write on any topic stands in for IdempotentWrite on the cluster.
+    with running(
+        topics=[("data", 1)], acls=[f"allow {identity.principal} Write topic:data"]
+    ) as server:
+        producer = confluent_producer(
+            server.bootstrap, {**identity.confluent, "enable.idempotence": True}
+        )
+        reports: list[object] = []
+        producer.produce("data", b"x", on_delivery=lambda err, msg: reports.append(err))
+        assert producer.flush(15) == 0
+        assert reports == [None]
+    with running(
+        topics=[("data", 1)], acls=[f"allow {identity.principal} Read topic:data"]
+    ) as server:
+        errors: list[KafkaError] = []
+        producer = confluent_producer(
+            server.bootstrap,
+            {**identity.confluent, "enable.idempotence": True, "error_cb": errors.append},
+        )
+        try:
+            # The fatal error surfaces through error_cb, or raised by produce() or flush().
+            producer.produce("data", b"x")
+            producer.flush(5)
+        except KafkaException as exc:
+            errors.append(exc.args[0])
+        assert any(e.code() == KafkaError.CLUSTER_AUTHORIZATION_FAILED for e in errors), errors
