@@ -1,10 +1,15 @@
-"""Group ACLs against stock clients: Read on the group for join and commit, deny beats
-allow, prefixed ACLs; an allowed group beside a refused one keeps working."""
+"""Group ACLs against stock clients (confluent-kafka, kafka-python, aiokafka): Read on the
+group for join and commit, deny beats allow, prefixed ACLs; an allowed group beside a
+refused one keeps working."""
 
 from __future__ import annotations
 
+import asyncio
+
 import pytest
 from aclkit import Identity, confluent_consumer, confluent_producer, poll_until
+from aiokafka import AIOKafkaConsumer
+from aiokafka.errors import GroupAuthorizationFailedError as AioGroupAuthorizationFailedError
 from confluent_kafka import KafkaError, KafkaException, TopicPartition
 from kafka import KafkaConsumer
 from kafka import TopicPartition as KpTopicPartition
@@ -139,3 +144,38 @@ def test_kafka_python_join_and_commit_refused_in_blocked_group(
         ok.commit()
     finally:
         ok.close()
+
+
+async def test_aiokafka_join_refused_in_blocked_group(
+    server: EmbeddedServer, identity: Identity
+) -> None:
+    _produce(server, identity, 1)
+    blocked = AIOKafkaConsumer(
+        TOPIC,
+        bootstrap_servers=server.bootstrap,
+        group_id="blocked",
+        auto_offset_reset="earliest",
+        enable_auto_commit=False,
+        **identity.kafka_python,
+    )
+    try:
+        # aiokafka joins within start() (or the first fetch): the refusal surfaces there.
+        with pytest.raises(AioGroupAuthorizationFailedError):
+            await blocked.start()
+            await asyncio.wait_for(blocked.getone(), 15)
+    finally:
+        await blocked.stop()
+    ok = AIOKafkaConsumer(
+        TOPIC,
+        bootstrap_servers=server.bootstrap,
+        group_id="ok",
+        auto_offset_reset="earliest",
+        enable_auto_commit=False,
+        **identity.kafka_python,
+    )
+    await ok.start()
+    try:
+        await asyncio.wait_for(ok.getone(), 15)
+        await ok.commit()
+    finally:
+        await ok.stop()
