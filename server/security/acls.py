@@ -270,10 +270,12 @@ class AclStore:
     def authorize(
         self, principal: str, host: str, op: Operation, rtype: ResourceType, name: str
     ) -> bool:
+        # `host` may come in the connection's "/10.0.0.5" form: cached as given, so that a
+        # cached check allocates nothing; stripped only to decide.
         key = (principal, host, op, rtype, name)
         decision = self._cache.get(key)
         if decision is None:
-            decision = self._decide(principal, host, op, rtype, name)
+            decision = self._decide(principal, host.lstrip("/"), op, rtype, name)
             if len(self._cache) > 100_000:
                 self._cache.clear()  # bounded: many distinct names must not grow it forever
             self._cache[key] = decision
@@ -311,6 +313,7 @@ class AclStore:
         authorizeByResourceType, used for idempotent producers with Write on any topic)."""
         if self.authorize(principal, host, op, rtype, "hardcode"):
             return True
+        host = host.lstrip("/")
         deny_literal: set[str] = set()
         deny_prefix: list[str] = []
         allow: list[Acl] = []

@@ -45,8 +45,9 @@ NOT_COMPUTED = -(2**31)
 
 
 def host_of(ctx: RequestContext) -> str:
-    # The connection keeps Java's "/127.0.0.1" form; ACL hosts are bare addresses.
-    return ctx.channel.client_host.lstrip("/")
+    # The connection's "/127.0.0.1" form, as is: the store strips it only when it decides
+    # (a cached decision is then a lookup with no new string).
+    return ctx.channel.client_host
 
 
 def allowed(ctx: RequestContext, op: Operation, rtype: ResourceType, name: str) -> bool:
@@ -65,7 +66,8 @@ def group_denied(ctx: RequestContext, group_id: str, op: Operation = READ) -> bo
     store = ctx.broker.authorizer
     if store is None:
         return False
-    return not store.authorize(ctx.channel.principal, host_of(ctx), op, GROUP, group_id)
+    channel = ctx.channel  # inlined: this check sits on every heartbeat with ACLs on
+    return not store.authorize(channel.principal, channel.client_host, op, GROUP, group_id)
 
 
 def denied_topics(ctx: RequestContext, op: Operation, names: Iterable[str | None]) -> set[str]:

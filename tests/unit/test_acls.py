@@ -81,6 +81,7 @@ def test_principal_wildcard() -> None:
 def test_host_is_wildcard_or_exact() -> None:
     s = store("allow User:alice Read group:g host=10.0.0.5")
     assert s.authorize(ALICE, "10.0.0.5", R, G, "g")
+    assert s.authorize(ALICE, "/10.0.0.5", R, G, "g")  # the connection's form
     assert not s.authorize(ALICE, HOST, R, G, "g")
 
 
