@@ -17,7 +17,8 @@ from minicoord.server.config import Config
 from minicoord.server.connection import KafkaConnection
 from minicoord.server.faults import Controller
 from minicoord.server.loading import load_logs, plan_loading
-from minicoord.server.security.acls import Acl, parse_acl
+from minicoord.server.security.acls import Acl
+from minicoord.server.security.specs import parse_acl
 from minicoord.server.topics import OFFSETS_TOPIC, Topic
 from minicoord.storage.cleaner import CleanResult, dirty_ratio, prepare
 from minicoord.storage.log import FlushPolicy, LogManager

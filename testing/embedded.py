@@ -162,7 +162,7 @@ def running(
 ) -> Iterator[EmbeddedServer]:
     """A server for the duration of the block; in memory unless data_dir is given.
 
-    `acls` (specs such as "deny User:* Read group:blocked", see security/acls.py parse_acl)
+    `acls` (specs such as "deny User:* Read group:blocked", see server/security/specs.py)
     and `super_users` (["User:admin"]) switch the authorizer on, as configuring
     authorizer.class.name does; with a data_dir the ACLs are kept across restarts.
 

@@ -17,11 +17,13 @@ ACLs drops the cache, so a check in steady state is one dict lookup.
 
 from __future__ import annotations
 
+import logging
 import uuid
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from enum import IntEnum
-from typing import Any
+
+log = logging.getLogger("minicoord.authorizer")
 
 
 class ResourceType(IntEnum):
@@ -276,6 +278,17 @@ class AclStore:
         decision = self._cache.get(key)
         if decision is None:
             decision = self._decide(principal, host.lstrip("/"), op, rtype, name)
+            if not decision:
+                # Like Kafka's authorizer log, but once per principal, host, operation and
+                # resource until the ACLs change, not once per request.
+                log.info(
+                    "Principal = %s is Denied operation = %s from host = %s on resource = %s:%s",
+                    principal,
+                    op.name,
+                    host.lstrip("/"),
+                    rtype.name,
+                    name,
+                )
             if len(self._cache) > 100_000:
                 self._cache.clear()  # bounded: many distinct names must not grow it forever
             self._cache[key] = decision
@@ -352,60 +365,3 @@ class AclStore:
             if self.authorize(principal, host, op, rtype, name):
                 bits |= 1 << op
         return bits
-
-
-def parse_acl(spec: str | Acl) -> Acl:
-    """An ACL from a short spec, for `--acl` and `running(acls=[...])`:
-
-        "allow User:alice Read group:orders"        literal group
-        "deny User:* Write topic:audit- prefixed"    prefixed topic
-        "allow User:bob All topic:* host=10.0.0.5"  every topic, from one host
-
-    i.e. PERMISSION PRINCIPAL OPERATION TYPE:NAME, then optionally `prefixed` and `host=H`.
-    Operations and types are Kafka's names in any case (Read, IdempotentWrite, cluster,
-    transactional_id); a cluster ACL may omit its name.
-    """
-    if isinstance(spec, Acl):
-        return spec
-    words = spec.split()
-    if len(words) < 4:
-        raise InvalidAcl(f"ACL spec {spec!r}: PERMISSION PRINCIPAL OPERATION TYPE:NAME")
-    permission, principal, operation, resource, *rest = words
-    rtype_name, _, name = resource.partition(":")
-    pattern, host = PatternType.LITERAL, WILDCARD
-    for word in rest:
-        if word.lower() == "prefixed":
-            pattern = PatternType.PREFIXED
-        elif word.lower().startswith("host="):
-            host = word[5:]
-        else:
-            raise InvalidAcl(f"ACL spec {spec!r}: unexpected {word!r}")
-    rtype = _member(ResourceType, rtype_name, "resource type", spec)
-    acl = Acl(
-        rtype,
-        name or (CLUSTER_NAME if rtype is ResourceType.CLUSTER else ""),
-        pattern,
-        principal,
-        host,
-        _member(Operation, operation, "operation", spec),
-        _member(Permission, permission, "permission", spec),
-    )
-    acl.validate()
-    return acl
-
-
-def _member(enum: type[IntEnum], word: str, kind: str, spec: str) -> Any:
-    try:
-        return enum[_enum_name(word)]
-    except KeyError:
-        raise InvalidAcl(f"ACL spec {spec!r}: unknown {kind} {word!r}") from None
-
-
-def _enum_name(word: str) -> str:
-    # IdempotentWrite, idempotent_write and IDEMPOTENT-WRITE all name IDEMPOTENT_WRITE.
-    out = []
-    for i, ch in enumerate(word.replace("-", "_")):
-        if ch.isupper() and i and word[i - 1].islower():
-            out.append("_")
-        out.append(ch)
-    return "".join(out).upper()

@@ -16,7 +16,7 @@ from minicoord.protocol.apis import SPECS
 from minicoord.protocol.errors import ErrorCode
 from minicoord.server.app import Server
 from minicoord.server.config import Config
-from minicoord.server.security.acls import parse_acl
+from minicoord.server.security.specs import parse_acl
 
 AUTHORIZER = "org.apache.kafka.metadata.authorizer.StandardAuthorizer"
 TOPIC_DENIED = ErrorCode.TOPIC_AUTHORIZATION_FAILED

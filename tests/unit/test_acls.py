@@ -17,8 +17,8 @@ from minicoord.server.security.acls import (
     PatternType,
     Permission,
     ResourceType,
-    parse_acl,
 )
+from minicoord.server.security.specs import parse_acl
 from minicoord.storage.log import LogManager
 
 ALICE = "User:alice"
@@ -274,3 +274,18 @@ def test_acls_survive_a_restart(tmp_path: Path) -> None:
     again.add_acls([parse_acl("allow User:alice Read group:g")])
     assert len(again.acls) == 2
     again.close()
+
+
+def test_a_denial_is_logged_once_until_the_acls_change(caplog: pytest.LogCaptureFixture) -> None:
+    s = store("deny User:alice Read group:g")
+    with caplog.at_level("INFO", logger="minicoord.authorizer"):
+        for _ in range(3):
+            assert not s.authorize(ALICE, "/10.0.0.5", R, G, "g")
+        lines = [r.getMessage() for r in caplog.records]
+        assert lines == [
+            "Principal = User:alice is Denied operation = READ from host = 10.0.0.5 "
+            "on resource = GROUP:g"
+        ]
+        s.add(parse_acl("allow User:bob Read group:g"))
+        assert not s.authorize(ALICE, "/10.0.0.5", R, G, "g")
+        assert len(caplog.records) == 2
