@@ -85,9 +85,6 @@ def _cluster_operations(ctx: RequestContext, request: Any) -> set[int] | None:
 
 def handle(ctx: RequestContext, request: Any) -> Any:
     broker = ctx.broker
-    if broker.authorizer is not None:
-        # Answers differ by principal and host (and ACLs change): not cached.
-        return _answer(ctx, request)
     registry = broker.topics
     requested = request.topics
     # Clients starting together ask the same question a thousand times: while no topic
@@ -99,6 +96,17 @@ def handle(ctx: RequestContext, request: Any) -> Any:
         None if requested is None else tuple((t.name, t.topic_id) for t in requested),
         ctx.version < 4 or request.allow_auto_topic_creation,
     )
+    store = broker.authorizer
+    if store is not None:
+        # With ACLs the answer also depends on who asks, from where, under which ACLs, and
+        # on the authorized operations asked for.
+        key += (
+            ctx.channel.principal,
+            ctx.channel.client_host,
+            store.generation,
+            ctx.version >= 8 and request.include_topic_authorized_operations,
+            8 <= ctx.version <= 10 and request.include_cluster_authorized_operations,
+        )
     answers = registry.cached_answers()
     body = answers.get(key)
     if body is not None:

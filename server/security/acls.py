@@ -223,6 +223,8 @@ class AclStore:
         self._literal: dict[tuple[ResourceType, str], list[Acl]] = {}
         self._prefixed: dict[ResourceType, list[Acl]] = {}
         self._cache: dict[tuple[str, str, Operation, ResourceType, str], bool] = {}
+        # Bumped by every change, for answers cached elsewhere (Metadata) to key on.
+        self.generation = 0
 
     def __len__(self) -> int:
         return len(self._by_id)
@@ -250,6 +252,7 @@ class AclStore:
         else:
             self._literal.setdefault((acl.resource_type, acl.name), []).append(acl)
         self._cache.clear()
+        self.generation += 1
         return acl_id
 
     def remove(self, acl_id: uuid.UUID) -> Acl | None:
@@ -262,6 +265,7 @@ class AclStore:
         else:
             self._literal[(acl.resource_type, acl.name)].remove(acl)
         self._cache.clear()
+        self.generation += 1
         return acl
 
     def matching(self, flt: AclFilter) -> list[tuple[uuid.UUID, Acl]]:

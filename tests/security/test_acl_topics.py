@@ -10,6 +10,7 @@ from aclkit import AUTHORIZER, Identity, admin, confluent_producer
 from confluent_kafka import KafkaError, KafkaException
 from kafka import KafkaAdminClient, KafkaProducer
 from kafka.errors import TopicAuthorizationFailedError
+from minicoord.server.security.specs import parse_acl
 from minicoord.testing.embedded import EmbeddedServer, running
 
 TOPICS = [("data", 1), ("readonly", 1), ("secret", 1), ("visible", 1)]
@@ -122,3 +123,14 @@ def test_idempotent_producer_needs_write_on_some_topic(identity: Identity) -> No
         except KafkaException as exc:
             errors.append(exc.args[0])
         assert any(e.code() == KafkaError.CLUSTER_AUTHORIZATION_FAILED for e in errors), errors
+
+
+def test_metadata_follows_acl_changes(server: EmbeddedServer, identity: Identity) -> None:
+    client = admin(server.bootstrap, identity.confluent)
+    assert "secret" not in client.list_topics(timeout=10).topics
+    server.call(
+        lambda: server.server.broker.add_acls(
+            [parse_acl(f"allow {identity.principal} Describe topic:secret")]
+        )
+    )
+    assert "secret" in client.list_topics(timeout=10).topics
