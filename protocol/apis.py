@@ -64,6 +64,9 @@ SOURCES: dict[int, tuple[str, str]] = {
     44: ("IncrementalAlterConfigs", "kafka.protocol.admin"),
     68: ("ConsumerGroupHeartbeat", "minicoord.protocol.consumer_group_apis"),
     69: ("ConsumerGroupDescribe", "minicoord.protocol.consumer_group_apis"),
+    30: ("CreateAcls", "kafka.protocol.admin"),
+    29: ("DescribeAcls", "kafka.protocol.admin"),
+    31: ("DeleteAcls", "kafka.protocol.admin"),
 }
 
 

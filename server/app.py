@@ -17,6 +17,8 @@ from minicoord.server.config import Config
 from minicoord.server.connection import KafkaConnection
 from minicoord.server.faults import Controller
 from minicoord.server.loading import load_logs, plan_loading
+from minicoord.server.security.acls import Acl
+from minicoord.server.security.specs import parse_acl
 from minicoord.server.topics import OFFSETS_TOPIC, Topic
 from minicoord.storage.cleaner import CleanResult, dirty_ratio, prepare
 from minicoord.storage.log import FlushPolicy, LogManager
@@ -43,6 +45,7 @@ class Server:
         metrics_port: int | None = None,
         control_port: int | None = None,
         admin_host: str = "127.0.0.1",
+        acls: Iterable[str | Acl] = (),
     ) -> None:
         """A server; `data_dir=None` keeps everything (topics, groups, offsets) in memory.
 
@@ -74,6 +77,8 @@ class Server:
         self.admin_host = admin_host
         self._admin: list[asyncio.base_events.Server] = []
         self._initial_topics = list(topics)
+        # Parsed now, so that a bad spec fails before anything listens (InvalidAcl).
+        self._initial_acls = [parse_acl(a) for a in acls]
         self._server: asyncio.base_events.Server | None = None
         self._tasks: list[asyncio.Task[None]] = []
         # Loading and cleaning read and write files in this thread, off the event loop.
@@ -91,6 +96,7 @@ class Server:
         request_log.refresh(broker)
         self.logs.lock()
         broker.open_metadata()
+        broker.add_acls(self._initial_acls)
         for name, partitions in self._initial_topics:
             existing = broker.topics.get(name)
             if existing is None:

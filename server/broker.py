@@ -31,6 +31,8 @@ from minicoord.server.data.plane import DataPlane
 from minicoord.server.faults import Faults
 from minicoord.server.handlers import HandlerRegistry
 from minicoord.server.request_log import Refusals, RequestLog
+from minicoord.server.security.acls import Acl, AclStore
+from minicoord.server.security.records import create as create_acl_records
 from minicoord.server.topics import (
     METADATA_TOPIC,
     OFFSETS_TOPIC,
@@ -78,6 +80,10 @@ class Broker:
         self.coordinator = GroupCoordinator(config, timers=self.timers, topics=self.topics)
         self.data = DataPlane(config, self.logs, self.topics, self.timers)
         self.handlers = HandlerRegistry.default()
+        # The ACLs are kept (and replayed) whether or not they are enforced; `authorizer` is
+        # None without authorizer.class.name, which is what handlers test before checking.
+        self.acls = AclStore(config.super_user_set, config.allow_everyone_if_no_acl_found)
+        self.authorizer: AclStore | None = self.acls if config.authorizer_enabled else None
         self.cluster_id = new_cluster_id()
         self.connections: set[KafkaConnection] = set()
         self.faults = Faults()
@@ -117,7 +123,11 @@ class Broker:
         plog = self.logs.open_log(METADATA_TOPIC, 0, METADATA_SEGMENT_BYTES)
         self.logs.install(METADATA_TOPIC, 0, plog)
         self._metadata_log = plog
-        replay_metadata(plog, self.topics, self.data.producer_ids.restore)
+        replay_metadata(plog, self.topics, self.data.producer_ids.restore, self.acls)
+
+    def add_acls(self, acls: list[Acl]) -> None:
+        """ACLs given at start (`acls=`, --acl): persisted once; those already there are kept."""
+        self.persist_metadata(create_acl_records(self.acls, acls))
 
     def persist_metadata(self, values: Iterable[bytes]) -> None:
         """Append cluster metadata records; replies applied after this wait for them."""

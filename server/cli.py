@@ -10,7 +10,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from minicoord.server import lazy_kafka
-from minicoord.server.config import Config, ConfigError, parse_setting
+from minicoord.server.config import Config, ConfigError, parse_setting, with_authorizer
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -88,6 +88,22 @@ def build_parser() -> argparse.ArgumentParser:
         type=_topic,
         metavar="NAME:PARTITIONS",
         help="create a topic at start (repeatable)",
+    )
+    s.add_argument(
+        "--acl",
+        action="append",
+        default=[],
+        metavar="SPEC",
+        help="an ACL at start, e.g. 'allow User:alice Read group:orders' (repeatable; "
+        "switches the authorizer on)",
+    )
+    s.add_argument(
+        "--super-user",
+        action="append",
+        default=[],
+        metavar="PRINCIPAL",
+        help="a principal allowed everything, e.g. User:admin (repeatable; switches the "
+        "authorizer on)",
     )
     store = s.add_mutually_exclusive_group()
     store.add_argument(
@@ -313,7 +329,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(f"minicoord: {exc}", file=sys.stderr)
             return 2
     try:
-        config = Config.from_pairs([parse_setting(s) for s in args.config])
+        pairs = [parse_setting(s) for s in args.config]
+        config = Config.from_pairs(with_authorizer(pairs, args.acl, args.super_user))
         data_dir = None if args.in_memory else args.data_dir
         server = Server(
             config,
@@ -323,6 +340,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             data_dir=data_dir,
             metrics_port=args.metrics_port,
             control_port=args.control_port,
+            acls=args.acl,
         )
     except (ConfigError, ValueError) as exc:
         print(f"minicoord: {exc}", file=sys.stderr)

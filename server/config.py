@@ -8,12 +8,22 @@ Defaults are Kafka's, except where a comment says why not.
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
 
 class ConfigError(ValueError):
     pass
+
+
+# Kafka's two ACL authorizers (KRaft's and the ZooKeeper-era one): either switches ACLs on,
+# with the same rules.
+AUTHORIZERS = (
+    "",
+    "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
+    "kafka.security.authorizer.AclAuthorizer",
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -78,6 +88,11 @@ class Config:
     log_message_timestamp_after_max_ms: int = 3_600_000
     log_retention_check_interval_ms: int = 300_000
     delete_topic_enable: bool = True
+    # ACLs are enforced only with an authorizer, named as Kafka names its own (README, ACLs).
+    authorizer_class_name: str = ""
+    # Principals allowed everything, `;`-separated as in Kafka (User:admin;User:ops).
+    super_users: str = ""
+    allow_everyone_if_no_acl_found: bool = False
     # The Kafka names given explicitly (DescribeConfigs reports them as STATIC_BROKER_CONFIG).
     explicit: frozenset[str] = dataclasses.field(
         default=frozenset(), metadata={"kafka": False}, compare=False
@@ -167,6 +182,19 @@ class Config:
             raise ConfigError("log.retention.check.interval.ms must be at least 1")
         self._validate_consumer_groups()
         self._validate_topic_defaults()
+        if self.authorizer_class_name.strip() not in AUTHORIZERS:
+            raise ConfigError(
+                "authorizer.class.name is empty (no ACLs) or one of "
+                + ", ".join(a for a in AUTHORIZERS if a)
+            )
+
+    @property
+    def authorizer_enabled(self) -> bool:
+        return bool(self.authorizer_class_name.strip())
+
+    @property
+    def super_user_set(self) -> frozenset[str]:
+        return frozenset(u.strip() for u in self.super_users.split(";") if u.strip())
 
     @property
     def consumer_assignors(self) -> list[str]:
@@ -251,6 +279,23 @@ def _parse(name: str, kind: Any, raw: str) -> Any:
             what = "an integer" if kind == "int" else "a number"
             raise ConfigError(f"{name} takes {what}, not {raw!r}") from None
     return raw
+
+
+def with_authorizer(
+    pairs: list[tuple[str, str]], acls: Iterable[object], super_users: Iterable[str]
+) -> list[tuple[str, str]]:
+    """Settings plus what ACLs or super users given as conveniences (--acl, --super-user,
+    `running(acls=...)`) imply: the authorizer on, unless configured, and the super users
+    added to `super.users`."""
+    acls, super_users = list(acls), list(super_users)
+    if not acls and not super_users:
+        return pairs
+    out = dict(pairs)
+    out.setdefault("authorizer.class.name", AUTHORIZERS[1])
+    if super_users:
+        given = [u for u in out.get("super.users", "").split(";") if u.strip()]
+        out["super.users"] = ";".join(given + super_users)
+    return list(out.items())
 
 
 def parse_setting(text: str) -> tuple[str, str]:

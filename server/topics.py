@@ -22,6 +22,8 @@ from typing import Any
 from minicoord.protocol import metadata_records as mr
 from minicoord.protocol.errors import ErrorCode
 from minicoord.server.config import Config
+from minicoord.server.security.acls import AclStore
+from minicoord.server.security.records import replay as replay_acl
 from minicoord.server.topic_configs import (
     BrokerDefaults,
     ConfigSource,
@@ -226,8 +228,9 @@ def replay_metadata(
     plog: PartitionLog,
     registry: TopicRegistry,
     on_producer_ids: Callable[[int], None] | None = None,
+    acls: AclStore | None = None,
 ) -> None:
-    """Rebuild the topics (and producer id blocks) from the cluster metadata log."""
+    """Rebuild the topics (producer id blocks, ACLs) from the cluster metadata log."""
     for stored in plog.records():
         if stored.value is None:
             continue
@@ -239,7 +242,7 @@ def replay_metadata(
         if isinstance(record, mr.ProducerIdsRecord):
             if on_producer_ids is not None:
                 on_producer_ids(record.next_producer_id)
-        else:
+        elif acls is None or not replay_acl(record, acls):
             registry.replay(record)
 
 

@@ -17,8 +17,9 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from minicoord.server.app import Server
-from minicoord.server.config import Config
+from minicoord.server.config import Config, with_authorizer
 from minicoord.server.faults import Controller
+from minicoord.server.security.acls import Acl
 
 T = TypeVar("T")
 
@@ -52,11 +53,15 @@ class EmbeddedServer:
         port: int = 0,
         metrics_port: int | None = None,
         control_port: int | None = None,
+        acls: Iterable[str | Acl] = (),
+        super_users: Iterable[str] = (),
     ) -> None:
-        settings = {
-            k: str(v).lower() if isinstance(v, bool) else str(v) for k, v in (configs or {}).items()
-        }
-        self.config = Config.from_pairs(settings)
+        settings = [
+            (k, str(v).lower() if isinstance(v, bool) else str(v))
+            for k, v in (configs or {}).items()
+        ]
+        self._acls = list(acls)
+        self.config = Config.from_pairs(with_authorizer(settings, self._acls, super_users))
         self._topics = list(topics)
         self._data_dir = data_dir
         self._host = host
@@ -91,6 +96,7 @@ class EmbeddedServer:
                     data_dir=self._data_dir,
                     metrics_port=self._admin_ports[0],
                     control_port=self._admin_ports[1],
+                    acls=self._acls,
                 )
                 loop.run_until_complete(self.server.start())
             except BaseException as exc:
@@ -151,13 +157,21 @@ def running(
     port: int = 0,
     metrics_port: int | None = None,
     control_port: int | None = None,
+    acls: Iterable[str | Acl] = (),
+    super_users: Iterable[str] = (),
 ) -> Iterator[EmbeddedServer]:
     """A server for the duration of the block; in memory unless data_dir is given.
+
+    `acls` (specs such as "deny User:* Read group:blocked", see server/security/specs.py)
+    and `super_users` (["User:admin"]) switch the authorizer on, as configuring
+    authorizer.class.name does; with a data_dir the ACLs are kept across restarts.
 
     `metrics_port` / `control_port` (0 picks one) turn on the Prometheus and control HTTP
     endpoints; their bound ports are then `server.server.metrics_port` / `.control_port`.
     """
-    server = EmbeddedServer(configs, topics, data_dir, host, port, metrics_port, control_port)
+    server = EmbeddedServer(
+        configs, topics, data_dir, host, port, metrics_port, control_port, acls, super_users
+    )
     server.start()
     try:
         yield server

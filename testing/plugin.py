@@ -4,7 +4,8 @@ Fixtures:
 - `minicoord`: a fresh server for one test;
 - `minicoord_session`: one server shared by the whole session.
 Both yield an EmbeddedServer (`.bootstrap`, `.control`). Configure them with Kafka config
-names: per test with `@pytest.mark.minicoord(configs={...}, topics=[("orders", 6)])`, for the
+names: per test with `@pytest.mark.minicoord(configs={...}, topics=[("orders", 6)])` (and
+`acls=["deny User:* Read group:blocked"]`, `super_users=["User:admin"]`), for the
 session with the ini option `minicoord_configs` (lines of key=value) and `minicoord_topics`
 (lines of NAME:PARTITIONS).
 """
@@ -28,7 +29,9 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line(
-        "markers", "minicoord(configs=None, topics=()): settings of the test's minicoord server"
+        "markers",
+        "minicoord(configs=None, topics=(), acls=(), super_users=()): settings of the test's "
+        "minicoord server",
     )
 
 
@@ -44,7 +47,12 @@ def _topics(lines: list[str]) -> list[tuple[str, int]]:
 def minicoord(request: pytest.FixtureRequest) -> Iterator[EmbeddedServer]:
     marker = request.node.get_closest_marker("minicoord")
     kwargs = dict(marker.kwargs) if marker else {}
-    with running(kwargs.get("configs"), kwargs.get("topics", ())) as server:
+    with running(
+        kwargs.get("configs"),
+        kwargs.get("topics", ()),
+        acls=kwargs.get("acls", ()),
+        super_users=kwargs.get("super_users", ()),
+    ) as server:
         yield server
 
 

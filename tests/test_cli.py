@@ -47,6 +47,9 @@ def test_ready_line_names_the_bound_address() -> None:
         (["--config", "justakey"], "expected key=value"),
         (["--topic", "orders"], "expected NAME:PARTITIONS"),
         (["--topic", "bad name:3"], "has characters other than"),
+        (["--acl", "allow User:a Read"], "PERMISSION PRINCIPAL OPERATION TYPE:NAME"),
+        (["--acl", "allow User:a Fly group:g"], "unknown operation 'Fly'"),
+        (["--config", "authorizer.class.name=x.Mine"], "authorizer.class.name is empty"),
     ],
 )
 def test_bad_arguments_exit_with_a_message(args: list[str], message: str) -> None:

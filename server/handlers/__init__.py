@@ -45,6 +45,9 @@ APIS: dict[int, tuple[str, int, int]] = {
     44: ("incremental_alter_configs", 0, 1),
     68: ("consumer_group_heartbeat", 0, 1),
     69: ("consumer_group_describe", 0, 1),
+    30: ("create_acls", 1, 3),
+    29: ("describe_acls", 1, 3),
+    31: ("delete_acls", 1, 3),
 }
 
 

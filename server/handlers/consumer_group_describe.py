@@ -9,10 +9,15 @@ from typing import Any
 
 from minicoord.protocol.apis import SPECS
 from minicoord.protocol.consumer_group_apis import ConsumerGroupDescribeResponse
+from minicoord.protocol.errors import ErrorCode
 from minicoord.server.coordinator.consumer.describe import DescribedAssignment
 from minicoord.server.handlers.base import Handler, RequestContext
+from minicoord.server.security import authorize
+from minicoord.server.security.acls import ResourceType
 
 API_KEY = 69
+GROUP = ResourceType.GROUP
+_TOPICS = "The group has described topic(s) that the client is not authorized to describe."
 Group = ConsumerGroupDescribeResponse.DescribedGroup
 Member = Group.Member
 Assignment = Member.Assignment
@@ -28,9 +33,46 @@ def _assignment(described: DescribedAssignment) -> Any:
     )
 
 
+def _refused(group_id: str, error: ErrorCode, message: str | None) -> Any:
+    return Group(
+        error_code=error,
+        error_message=message,
+        group_id=group_id,
+        group_state="",
+        group_epoch=0,
+        assignment_epoch=0,
+        assignor_name="",
+        members=[],
+        authorized_operations=authorize.NOT_COMPUTED,
+    )
+
+
+def _hidden_topics(ctx: RequestContext, d: Any) -> set[str]:
+    """The topics the group's members subscribe to or own that one may not describe."""
+    names: set[str] = set()
+    for m in d.members:
+        names.update(m.topics)
+        names.update(name for _, name, _ in m.assignment)
+        names.update(name for _, name, _ in m.target)
+    return authorize.denied_topics(ctx, authorize.DESCRIBE, names)
+
+
 def handle(ctx: RequestContext, request: Any) -> Any:
     groups = []
-    for d in ctx.broker.coordinator.consumer_group_describe(list(request.group_ids)):
+    names = list(request.group_ids)
+    # With ACLs (as Kafka): Describe on each group, else GROUP_AUTHORIZATION_FAILED for it.
+    checked = ctx.broker.authorizer is not None
+    # A list, so that refused groups are answered in the order they were asked for.
+    denied = [g for g in names if authorize.group_denied(ctx, g, authorize.DESCRIBE)]
+    with_ops = checked and request.include_authorized_operations
+    for g in denied:
+        groups.append(_refused(g, ErrorCode.GROUP_AUTHORIZATION_FAILED, None))
+    for d in ctx.broker.coordinator.consumer_group_describe([g for g in names if g not in denied]):
+        if checked and d.error is ErrorCode.NONE and _hidden_topics(ctx, d):
+            # As Kafka 4.0 (KAFKA-18813): a group naming a topic one may not describe is
+            # not described at all.
+            groups.append(_refused(d.group_id, ErrorCode.TOPIC_AUTHORIZATION_FAILED, _TOPICS))
+            continue
         groups.append(
             Group(
                 error_code=d.error,
@@ -56,7 +98,9 @@ def handle(ctx: RequestContext, request: Any) -> Any:
                     )
                     for m in d.members
                 ],
-                authorized_operations=-(2**31),
+                authorized_operations=authorize.authorized_operations(ctx, GROUP, d.group_id)
+                if with_ops and d.error is ErrorCode.NONE
+                else authorize.NOT_COMPUTED,
             )
         )
     return ConsumerGroupDescribeResponse(version=ctx.version, throttle_time_ms=0, groups=groups)

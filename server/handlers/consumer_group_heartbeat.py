@@ -17,10 +17,15 @@ from typing import Any
 
 from minicoord.protocol import fast_consumer_group_heartbeat
 from minicoord.protocol.apis import SPECS
+from minicoord.protocol.errors import ErrorCode
 from minicoord.server.coordinator.consumer.requests import HeartbeatOutcome, HeartbeatRequest
 from minicoord.server.handlers.base import EncodedResponse, Handler, RequestContext
+from minicoord.server.security import authorize
 
 API_KEY = 68
+# The message of Kafka's GroupAuthorizationException without one of its own.
+GROUP_DENIED = "Group authorization failed."
+TOPIC_DENIED = "Topic authorization failed."
 
 
 def _owned(topic_partitions: Any) -> dict[uuid.UUID, frozenset[int]] | None:
@@ -34,6 +39,15 @@ def _owned(topic_partitions: Any) -> dict[uuid.UUID, frozenset[int]] | None:
 
 def handle(ctx: RequestContext, request: Any) -> Any:
     version = ctx.version
+    if ctx.broker.authorizer is not None and authorize.group_denied(ctx, request.group_id):
+        return _encoded(HeartbeatOutcome(ErrorCode.GROUP_AUTHORIZATION_FAILED, GROUP_DENIED))
+    if (
+        ctx.broker.authorizer is not None
+        and request.subscribed_topic_names
+        and authorize.denied_topics(ctx, authorize.DESCRIBE, request.subscribed_topic_names)
+    ):
+        # As Kafka 4.0 (KAFKA-18813): every subscribed name needs Describe.
+        return _encoded(HeartbeatOutcome(ErrorCode.TOPIC_AUTHORIZATION_FAILED, TOPIC_DENIED))
     req = HeartbeatRequest(
         group_id=request.group_id,
         member_id=request.member_id,

@@ -16,6 +16,7 @@ from minicoord.protocol.apis import SPECS
 from minicoord.protocol.errors import ErrorCode
 from minicoord.server.coordinator.results import Result
 from minicoord.server.handlers.base import Handler, RequestContext
+from minicoord.server.security import authorize
 
 API_KEY = 37
 TopicResult = CreatePartitionsResponse.CreatePartitionsTopicResult
@@ -26,11 +27,16 @@ def handle(ctx: RequestContext, request: Any) -> Any:
     names = [t.name for t in request.topics]
     node = broker.config.broker_id
     results = []
+    # With ACLs (as Kafka): Alter on each topic, checked before whether it exists.
+    denied = authorize.denied_topics(ctx, authorize.ALTER, names)
     for t in request.topics:
         topic = broker.topics.get(t.name)
         error, message = ErrorCode.NONE, None
         if names.count(t.name) > 1:
             error, message = ErrorCode.INVALID_REQUEST, "Duplicate topic name."
+        elif t.name in denied:
+            error = ErrorCode.TOPIC_AUTHORIZATION_FAILED
+            message = "The topic authorization is failed."
         elif topic is None:
             error, message = (
                 ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,

@@ -17,6 +17,7 @@ from minicoord.protocol.apis import SPECS
 from minicoord.protocol.errors import ErrorCode
 from minicoord.server.coordinator.results import Result
 from minicoord.server.handlers.base import Handler, RequestContext
+from minicoord.server.security import authorize
 from minicoord.server.topic_configs import TopicConfig
 
 API_KEY = 19
@@ -30,6 +31,10 @@ def handle(ctx: RequestContext, request: Any) -> Any:
     default_partitions = broker.config.num_partitions
     names = [t.name for t in request.topics]
     results = []
+    # With ACLs (as Kafka): Create on the cluster or on the topic; without DescribeConfigs
+    # on it, the created topic's configs are not returned (topic_config_error_code).
+    checked = broker.authorizer is not None
+    cluster_create = checked and authorize.cluster_allowed(ctx, authorize.CREATE)
     for topic in request.topics:
         partitions = topic.num_partitions
         if topic.assignments:
@@ -40,6 +45,12 @@ def handle(ctx: RequestContext, request: Any) -> Any:
         error, message = ErrorCode.NONE, None
         if names.count(topic.name) > 1:
             error, message = ErrorCode.INVALID_REQUEST, "topic named more than once in the request"
+        elif (
+            checked
+            and not cluster_create
+            and not authorize.allowed(ctx, authorize.CREATE, authorize.TOPIC, topic.name)
+        ):
+            error, message = ErrorCode.TOPIC_AUTHORIZATION_FAILED, "Authorization failed."
         elif topic.replication_factor not in (-1, 1):
             error = ErrorCode.INVALID_REPLICATION_FACTOR
             message = f"replication factor {topic.replication_factor} exceeds the 1 broker here"
@@ -52,7 +63,12 @@ def handle(ctx: RequestContext, request: Any) -> Any:
             topic_id = created.topic_id
         ok = error is ErrorCode.NONE
         described = []
-        if ok:
+        config_error = ErrorCode.NONE
+        if checked and not authorize.allowed(
+            ctx, authorize.DESCRIBE_CONFIGS, authorize.TOPIC, topic.name
+        ):
+            config_error = ErrorCode.TOPIC_AUTHORIZATION_FAILED
+        if ok and config_error is ErrorCode.NONE:
             config = (
                 registry.config_of(created)
                 if created is not None
@@ -76,7 +92,8 @@ def handle(ctx: RequestContext, request: Any) -> Any:
                 error_message=message,
                 num_partitions=partitions if ok else -1,
                 replication_factor=1 if ok else -1,
-                configs=described if ok else None,
+                configs=described if ok and config_error is ErrorCode.NONE else None,
+                topic_config_error_code=config_error,
             )
         )
     response = CreateTopicsResponse(version=ctx.version, throttle_time_ms=0, topics=results)

@@ -10,7 +10,9 @@ from typing import Any
 
 from kafka.protocol.admin import DeleteGroupsResponse
 from minicoord.protocol.apis import SPECS
+from minicoord.protocol.errors import ErrorCode
 from minicoord.server.handlers.base import Handler, RequestContext
+from minicoord.server.security import authorize
 
 API_KEY = 42
 
@@ -18,6 +20,10 @@ API_KEY = 42
 def handle(ctx: RequestContext, request: Any) -> Any:
     broker = ctx.broker
     names = list(request.groups_names)
+    # With ACLs (as Kafka): Delete on each group, else GROUP_AUTHORIZATION_FAILED for it.
+    denied = [g for g in names if authorize.group_denied(ctx, g, authorize.DELETE)]
+    if denied:
+        names = [g for g in names if g not in denied]
 
     def build(errors: list[Any]) -> Any:
         return DeleteGroupsResponse(
@@ -26,6 +32,12 @@ def handle(ctx: RequestContext, request: Any) -> Any:
             results=[
                 DeleteGroupsResponse.DeletableGroupResult(group_id=name, error_code=error)
                 for name, error in zip(names, errors, strict=True)
+            ]
+            + [
+                DeleteGroupsResponse.DeletableGroupResult(
+                    group_id=name, error_code=ErrorCode.GROUP_AUTHORIZATION_FAILED
+                )
+                for name in denied
             ],
         )
 

@@ -15,6 +15,7 @@ from kafka.protocol.admin import DeleteRecordsResponse
 from minicoord.protocol.apis import SPECS
 from minicoord.protocol.errors import ErrorCode
 from minicoord.server.handlers.base import Handler, RequestContext
+from minicoord.server.security import authorize
 
 API_KEY = 21
 TopicResult = DeleteRecordsResponse.DeleteRecordsTopicResult
@@ -24,11 +25,15 @@ PartitionResult = TopicResult.DeleteRecordsPartitionResult
 def handle(ctx: RequestContext, request: Any) -> Any:
     broker = ctx.broker
     topics = []
+    # With ACLs (as Kafka): Delete on each topic, checked before whether it exists.
+    denied = authorize.denied_topics(ctx, authorize.DELETE, (t.name for t in request.topics))
     for t in request.topics:
         topic = broker.topics.get(t.name)
         partitions = []
         for p in t.partitions:
-            if topic is None or not 0 <= p.partition_index < topic.partitions:
+            if t.name in denied:
+                error, low = ErrorCode.TOPIC_AUTHORIZATION_FAILED, -1
+            elif topic is None or not 0 <= p.partition_index < topic.partitions:
                 error, low = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, -1
             else:
                 error, low, _message = broker.data.delete_records(

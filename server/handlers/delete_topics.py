@@ -18,11 +18,17 @@ from minicoord.protocol.apis import SPECS
 from minicoord.protocol.errors import ErrorCode
 from minicoord.server.coordinator.results import Result
 from minicoord.server.handlers.base import Handler, RequestContext
+from minicoord.server.security import authorize
 from minicoord.server.topics import Topic
 
 API_KEY = 20
+DESCRIBE = authorize.DESCRIBE
 Result_ = DeleteTopicsResponse.DeletableTopicResult
 _ZERO_UUID = uuid.UUID(int=0)
+
+
+def _may(ctx: RequestContext, op: authorize.Operation, name: str | None) -> bool:
+    return name is not None and authorize.allowed(ctx, op, authorize.TOPIC, name)
 
 
 def handle(ctx: RequestContext, request: Any) -> Any:
@@ -52,7 +58,16 @@ def handle(ctx: RequestContext, request: Any) -> Any:
             )
         else:
             topic = registry.get(name) if name is not None else registry.by_id(topic_id)
-            if topic is None:
+            # With ACLs (as Kafka): Delete on the topic (and, named by id, Describe, else
+            # its name is not returned), checked before whether a named topic exists.
+            checked = broker.authorizer is not None
+            target = topic.name if topic is not None else name
+            if checked and name is None and topic is not None and not _may(ctx, DESCRIBE, target):
+                error, message = ErrorCode.TOPIC_AUTHORIZATION_FAILED, None
+                topic, name = None, None
+            elif checked and target is not None and not _may(ctx, authorize.DELETE, target):
+                error, message = ErrorCode.TOPIC_AUTHORIZATION_FAILED, None
+            elif topic is None:
                 error = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION if name else ErrorCode.UNKNOWN_TOPIC_ID
                 message = "This server does not host this topic."
             elif topic.name in names_seen:

@@ -15,6 +15,7 @@ from minicoord.protocol.apis import SPECS
 from minicoord.protocol.errors import ErrorCode
 from minicoord.server.config import Config
 from minicoord.server.handlers.base import Handler, RequestContext
+from minicoord.server.security import authorize
 from minicoord.server.topic_configs import ConfigSource, ConfigType
 from minicoord.server.topics import topic_name_error
 
@@ -34,7 +35,12 @@ def handle(ctx: RequestContext, request: Any) -> Any:
     for r in request.resources:
         keys = list(r.configuration_keys) if r.configuration_keys else None
         error, message, configs = ErrorCode.NONE, None, []
-        if r.resource_type == RESOURCE_TOPIC:
+        refusal = authorize.config_refusal(
+            ctx, r.resource_type, r.resource_name, authorize.DESCRIBE_CONFIGS
+        )
+        if refusal is not None:
+            error, message = refusal
+        elif r.resource_type == RESOURCE_TOPIC:
             topic = ctx.broker.topics.get(r.resource_name)
             if topic_name_error(r.resource_name) is not None:
                 error, message = ErrorCode.INVALID_TOPIC_EXCEPTION, "invalid topic name"

@@ -13,9 +13,12 @@ from typing import Any
 from kafka.protocol.admin import DescribeGroupsResponse
 from minicoord.protocol.apis import SPECS
 from minicoord.protocol.errors import ErrorCode
-from minicoord.server.handlers.base import Handler, RequestContext
+from minicoord.server.handlers.base import NOT_REQUESTED, Handler, RequestContext
+from minicoord.server.security import authorize
+from minicoord.server.security.acls import ResourceType
 
 API_KEY = 15
+GROUP = ResourceType.GROUP
 Described = DescribeGroupsResponse.DescribedGroup
 DescribedMember = Described.DescribedGroupMember
 
@@ -23,7 +26,27 @@ DescribedMember = Described.DescribedGroupMember
 def handle(ctx: RequestContext, request: Any) -> Any:
     version = ctx.version
     groups = []
-    for d in ctx.broker.coordinator.describe_groups(list(request.groups)):
+    names = list(request.groups)
+    # With ACLs (as Kafka): Describe on each group, else GROUP_AUTHORIZATION_FAILED for it.
+    checked = ctx.broker.authorizer is not None
+    # A list, so that refused groups are answered in the order they were asked for.
+    denied = [g for g in names if authorize.group_denied(ctx, g, authorize.DESCRIBE)]
+    wanted = [g for g in names if g not in denied]
+    with_ops = checked and version >= 3 and request.include_authorized_operations
+    for g in denied:
+        groups.append(
+            Described(
+                error_code=ErrorCode.GROUP_AUTHORIZATION_FAILED,
+                error_message=None,
+                group_id=g,
+                group_state="",
+                protocol_type="",
+                protocol_data="",
+                members=[],
+                authorized_operations=NOT_REQUESTED,
+            )
+        )
+    for d in ctx.broker.coordinator.describe_groups(wanted):
         error = d.error
         message = None
         if error is ErrorCode.GROUP_ID_NOT_FOUND:
@@ -50,6 +73,10 @@ def handle(ctx: RequestContext, request: Any) -> Any:
                     )
                     for m in d.members
                 ],
+                # kafka-python takes the bitfield as the set of its bits.
+                authorized_operations=authorize.operation_set(ctx, GROUP, d.group_id)
+                if with_ops and error is ErrorCode.NONE
+                else NOT_REQUESTED,
             )
         )
     return DescribeGroupsResponse(version=version, throttle_time_ms=0, groups=groups)

@@ -20,8 +20,11 @@ from minicoord.protocol.errors import ErrorCode
 from minicoord.protocol.fast_fetch import FetchedPartition
 from minicoord.server.data.fetching import FetchPartition, PartitionData, read_partitions
 from minicoord.server.handlers.base import EncodedResponse, Handler, RequestContext
+from minicoord.server.security import authorize
 
 API_KEY = 1
+TOPIC = authorize.TOPIC
+_DENIED = PartitionData(ErrorCode.TOPIC_AUTHORIZATION_FAILED)
 # Kafka's fetch.max.bytes: the most a broker answers one fetch with, whatever is asked.
 FETCH_MAX_BYTES = 57_671_680
 # A client asking for a longer wait is still answered within this bound, so a stuck
@@ -42,6 +45,9 @@ def handle(ctx: RequestContext, request: Any) -> Any:
     replica_id = request.replica_id if version <= 14 else _state_replica(request)
     topics: list[tuple[Any, list[FetchPartition]]] = []
     wanted: list[FetchPartition] = []
+    # With ACLs (as Kafka): Read on each topic; the others' partitions are refused.
+    checked = broker.authorizer is not None and replica_id < 0
+    refused_parts: set[int] | None = None
     for t in request.topics:
         topic = registry.by_id(t.topic_id) if by_id else registry.get(t.topic)
         parts = [
@@ -55,12 +61,20 @@ def handle(ctx: RequestContext, request: Any) -> Any:
             for p in t.partitions
         ]
         topics.append((t, parts))
+        if checked:
+            name = topic.name if topic is not None else (None if by_id else t.topic)
+            if name is not None and not authorize.allowed(ctx, authorize.READ, TOPIC, name):
+                refused_parts = refused_parts or set()
+                refused_parts.update(id(p) for p in parts)
+                continue
         wanted.extend(parts)
     unknown = ErrorCode.UNKNOWN_TOPIC_ID if by_id else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
     max_bytes = min(max(request.max_bytes, 0), FETCH_MAX_BYTES)
     committed = request.isolation_level == READ_COMMITTED
 
     def respond(data: list[PartitionData]) -> Any:
+        if refused_parts:
+            data = _with_refusals(topics, data, refused_parts)
         answers = iter(data)
         body = fast_fetch.encode_response(
             version,
@@ -81,7 +95,7 @@ def handle(ctx: RequestContext, request: Any) -> Any:
         return respond([PartitionData(ErrorCode.NOT_LEADER_OR_FOLLOWER) for _ in wanted])
     data, total, errored = read_partitions(broker.data, wanted, max_bytes, unknown)
     wait_ms = min(max(request.max_wait_ms, 0), MAX_WAIT_CAP_MS)
-    if errored or wait_ms == 0 or total >= request.min_bytes or not wanted:
+    if errored or wait_ms == 0 or total >= request.min_bytes or not wanted or refused_parts:
         return respond(data)
     logs = {}
     for p in wanted:
@@ -92,6 +106,16 @@ def handle(ctx: RequestContext, request: Any) -> Any:
     broker.data.fetch_waits.park(parked, logs, request.min_bytes, broker.now() + wait_ms)
     broker.rearm()
     return parked
+
+
+def _with_refusals(
+    topics: list[tuple[Any, list[FetchPartition]]],
+    data: list[PartitionData],
+    refused_parts: set[int],
+) -> list[PartitionData]:
+    """Every partition's answer in request order: the read ones, and the refused ones."""
+    answers = iter(data)
+    return [_DENIED if id(p) in refused_parts else next(answers) for _, ps in topics for p in ps]
 
 
 def _state_replica(request: Any) -> int:

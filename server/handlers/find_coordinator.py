@@ -15,13 +15,27 @@ from minicoord.protocol.apis import SPECS
 from minicoord.protocol.errors import ErrorCode
 from minicoord.server.handlers.base import Handler, RequestContext
 from minicoord.server.request_log import refused
+from minicoord.server.security import authorize
+from minicoord.server.security.acls import ResourceType
 
 API_KEY = 10
+GROUP = ResourceType.GROUP
 GROUP_KEY = 0
 TRANSACTION_KEY = 1
 
 
 def _lookup(ctx: RequestContext, key: str, key_type: int) -> tuple[ErrorCode, str | None]:
+    if ctx.broker.authorizer is not None:
+        # As Kafka: Describe on the group (or transactional id) before anything else.
+        if key_type == GROUP_KEY and not authorize.allowed(ctx, authorize.DESCRIBE, GROUP, key):
+            return ErrorCode.GROUP_AUTHORIZATION_FAILED, "Group authorization failed."
+        if key_type == TRANSACTION_KEY and not authorize.allowed(
+            ctx, authorize.DESCRIBE, authorize.TRANSACTIONAL_ID, key
+        ):
+            return (
+                ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
+                "Transactional Id authorization failed.",
+            )
     if key_type == TRANSACTION_KEY:
         # Retriable to the client, which would ask forever: worth a line in the server's log.
         message = "minicoord has no transaction coordinator"

@@ -11,13 +11,18 @@ from typing import Any
 
 from minicoord.protocol import fast_heartbeat
 from minicoord.protocol.apis import SPECS
+from minicoord.protocol.errors import ErrorCode
 from minicoord.server.handlers.base import EncodedResponse, Handler, RequestContext
+from minicoord.server.security import authorize
 
 API_KEY = 12
 
 
 def handle(ctx: RequestContext, request: fast_heartbeat.HeartbeatFields) -> Any:
     broker = ctx.broker
+    if broker.authorizer is not None and authorize.group_denied(ctx, request.group_id):
+        error = ErrorCode.GROUP_AUTHORIZATION_FAILED
+        return EncodedResponse(fast_heartbeat.encode_response(ctx.version, error), error)
     error = broker.coordinator.heartbeat(
         broker.now(),
         request.group_id,

@@ -16,6 +16,7 @@ from minicoord.protocol.apis import SPECS
 from minicoord.protocol.errors import ErrorCode
 from minicoord.server.coordinator.results import Result
 from minicoord.server.handlers.base import Handler, RequestContext
+from minicoord.server.security import authorize
 from minicoord.server.topic_configs import TOPIC_CONFIGS, ConfigType, InvalidConfig, validate
 
 API_KEY = 44
@@ -30,7 +31,12 @@ def handle(ctx: RequestContext, request: Any) -> Any:
     for r in request.resources:
         error, message = ErrorCode.NONE, None
         topic = broker.topics.get(r.resource_name) if r.resource_type == RESOURCE_TOPIC else None
-        if r.resource_type != RESOURCE_TOPIC:
+        refusal = authorize.config_refusal(
+            ctx, r.resource_type, r.resource_name, authorize.ALTER_CONFIGS
+        )
+        if refusal is not None:
+            error, message = refusal
+        elif r.resource_type != RESOURCE_TOPIC:
             error = ErrorCode.INVALID_REQUEST
             message = "minicoord's broker configs are static: set them with --config at start"
         elif topic is None or topic.internal:

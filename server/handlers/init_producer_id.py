@@ -20,6 +20,7 @@ from minicoord.protocol.errors import ErrorCode
 from minicoord.server.coordinator.results import Result
 from minicoord.server.handlers.base import Handler, RequestContext
 from minicoord.server.request_log import refused
+from minicoord.server.security import authorize
 
 API_KEY = 22
 
@@ -36,6 +37,15 @@ def handle(ctx: RequestContext, request: Any) -> Any:
             producer_epoch=epoch,
         )
 
+    if ctx.broker.authorizer is not None:
+        # As Kafka: Write on the transactional id; an idempotent producer needs
+        # IdempotentWrite on the cluster or (Kafka 3+) Write on some topic.
+        tid = request.transactional_id
+        if tid is not None:
+            if not authorize.allowed(ctx, authorize.WRITE, authorize.TRANSACTIONAL_ID, tid):
+                return answer(ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
+        elif not authorize.idempotent_write_allowed(ctx):
+            return answer(ErrorCode.CLUSTER_AUTHORIZATION_FAILED)
     if version >= 3 and (request.producer_id == -1) != (request.producer_epoch == -1):
         refused(ctx, ErrorCode.INVALID_REQUEST, "producer id and epoch must be both set or unset")
         return answer(ErrorCode.INVALID_REQUEST)

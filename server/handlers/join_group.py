@@ -17,6 +17,7 @@ from minicoord.protocol.errors import ErrorCode
 from minicoord.server.coordinator.results import JoinOutcome
 from minicoord.server.handlers.base import Handler, RequestContext
 from minicoord.server.request_log import UNRECOVERABLE, refused
+from minicoord.server.security import authorize
 
 API_KEY = 11
 Member = JoinGroupResponse.JoinGroupResponseMember
@@ -44,8 +45,10 @@ def handle(ctx: RequestContext, request: Any) -> Any:
             members=[Member(m.member_id, m.group_instance_id, m.metadata) for m in outcome.members],
         )
 
-    parked = ctx.park(build)
     broker = ctx.broker
+    if broker.authorizer is not None and authorize.group_denied(ctx, request.group_id):
+        return build(JoinOutcome(ErrorCode.GROUP_AUTHORIZATION_FAILED))
+    parked = ctx.park(build)
     result = broker.coordinator.join_group(
         broker.now(),
         parked,

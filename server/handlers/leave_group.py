@@ -13,6 +13,7 @@ from minicoord.protocol.apis import SPECS
 from minicoord.protocol.errors import ErrorCode
 from minicoord.server.coordinator.results import LeaveOutcome
 from minicoord.server.handlers.base import Handler, RequestContext
+from minicoord.server.security import authorize
 
 API_KEY = 13
 
@@ -42,8 +43,10 @@ def handle(ctx: RequestContext, request: Any) -> Any:
             ],
         )
 
-    parked = ctx.park(build)
     broker = ctx.broker
+    if broker.authorizer is not None and authorize.group_denied(ctx, request.group_id):
+        return build(LeaveOutcome(ErrorCode.GROUP_AUTHORIZATION_FAILED))
+    parked = ctx.park(build)
     broker.apply(broker.coordinator.leave_group(broker.now(), request.group_id, leaving), parked)
     return parked
 

@@ -12,6 +12,7 @@ from typing import Any
 from kafka.protocol.admin import ListGroupsResponse
 from minicoord.protocol.apis import SPECS
 from minicoord.server.handlers.base import Handler, RequestContext
+from minicoord.server.security import authorize
 
 API_KEY = 16
 
@@ -21,6 +22,11 @@ def handle(ctx: RequestContext, request: Any) -> Any:
     states = set(request.states_filter) if version >= 4 and request.states_filter else None
     types = set(request.types_filter) if version >= 5 and request.types_filter else None
     error, listings = ctx.broker.coordinator.list_groups(states, types)
+    if ctx.broker.authorizer is not None and not authorize.cluster_allowed(ctx, authorize.DESCRIBE):
+        # As Kafka: without Describe on the cluster, only the groups one may describe.
+        listings = [
+            g for g in listings if not authorize.group_denied(ctx, g.group_id, authorize.DESCRIBE)
+        ]
     return ListGroupsResponse(
         version=version,
         throttle_time_ms=0,

@@ -18,6 +18,7 @@ from minicoord.protocol.apis import SPECS
 from minicoord.protocol.errors import ErrorCode
 from minicoord.server.data.plane import OffsetAnswer
 from minicoord.server.handlers.base import Handler, RequestContext
+from minicoord.server.security import authorize
 
 API_KEY = 2
 TopicResponse = ListOffsetsResponse.ListOffsetsTopicResponse
@@ -29,13 +30,17 @@ def handle(ctx: RequestContext, request: Any) -> Any:
     broker = ctx.broker
     registry = broker.topics
     topics = []
+    # With ACLs (as Kafka): Describe on each topic, checked before whether it exists.
+    denied = authorize.denied_topics(ctx, authorize.DESCRIBE, (t.name for t in request.topics))
     for t in request.topics:
         topic = registry.get(t.name)
         indexes = [p.partition_index for p in t.partitions]
         partitions = []
         for p in t.partitions:
             index = p.partition_index
-            if topic is None or not 0 <= index < topic.partitions:
+            if t.name in denied:
+                answer = OffsetAnswer(ErrorCode.TOPIC_AUTHORIZATION_FAILED)
+            elif topic is None or not 0 <= index < topic.partitions:
                 answer = OffsetAnswer(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
             elif indexes.count(index) > 1:
                 answer = OffsetAnswer(ErrorCode.INVALID_REQUEST)

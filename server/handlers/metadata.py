@@ -17,9 +17,13 @@ from minicoord.protocol.apis import SPECS
 from minicoord.protocol.errors import ErrorCode
 from minicoord.server.coordinator.results import Result
 from minicoord.server.handlers.base import EncodedResponse, Handler, RequestContext
+from minicoord.server.security import authorize
 from minicoord.server.topics import Topic, topic_name_error
 
 API_KEY = 3
+TOPIC = authorize.TOPIC
+DESCRIBE = authorize.DESCRIBE
+_DENIED = ErrorCode.TOPIC_AUTHORIZATION_FAILED
 _ZERO_UUID = uuid.UUID(int=0)
 Partition = MetadataResponse.MetadataResponseTopic.MetadataResponsePartition
 
@@ -55,6 +59,30 @@ def _error(name: str | None, topic_id: uuid.UUID | None, error: ErrorCode) -> An
     )
 
 
+def _may_create(ctx: RequestContext, name: str) -> bool:
+    return authorize.cluster_allowed(ctx, authorize.CREATE) or authorize.allowed(
+        ctx, authorize.CREATE, TOPIC, name
+    )
+
+
+def _authorized_operations(ctx: RequestContext, request: Any, topics: list[Any]) -> None:
+    """v8+: each answered topic's operations, when asked (kafka-python takes a set of bits)."""
+    if ctx.version < 8 or not request.include_topic_authorized_operations:
+        return
+    for t in topics:
+        if t.error_code == ErrorCode.NONE:
+            t.authorized_operations = authorize.operation_set(ctx, TOPIC, t.name)
+
+
+def _cluster_operations(ctx: RequestContext, request: Any) -> set[int] | None:
+    # v8-10 only; Kafka computes them only for a principal that may describe the cluster.
+    if not 8 <= ctx.version <= 10 or not request.include_cluster_authorized_operations:
+        return None
+    if not authorize.cluster_allowed(ctx, DESCRIBE):
+        return None
+    return authorize.operation_set(ctx, authorize.CLUSTER, authorize.CLUSTER_NAME)
+
+
 def handle(ctx: RequestContext, request: Any) -> Any:
     broker = ctx.broker
     registry = broker.topics
@@ -68,6 +96,17 @@ def handle(ctx: RequestContext, request: Any) -> Any:
         None if requested is None else tuple((t.name, t.topic_id) for t in requested),
         ctx.version < 4 or request.allow_auto_topic_creation,
     )
+    store = broker.authorizer
+    if store is not None:
+        # With ACLs the answer also depends on who asks, from where, under which ACLs, and
+        # on the authorized operations asked for.
+        key += (
+            ctx.channel.principal,
+            ctx.channel.client_host,
+            store.generation,
+            ctx.version >= 8 and request.include_topic_authorized_operations,
+            8 <= ctx.version <= 10 and request.include_cluster_authorized_operations,
+        )
     answers = registry.cached_answers()
     body = answers.get(key)
     if body is not None:
@@ -88,8 +127,15 @@ def _answer(ctx: RequestContext, request: Any) -> Any:
     requested = request.topics
     topics = []
     created = False
+    # With ACLs (as Kafka): topics without Describe are left out of "all topics" and are
+    # TOPIC_AUTHORIZATION_FAILED when named; auto-creation needs Create (cluster or topic).
+    checked = broker.authorizer is not None
     if requested is None or (version == 0 and not requested):
-        topics = [_topic(t, node) for t in registry.all()]
+        listed = registry.all()
+        if checked:
+            hidden = authorize.denied_topics(ctx, authorize.DESCRIBE, (t.name for t in listed))
+            listed = [t for t in listed if t.name not in hidden]
+        topics = [_topic(t, node) for t in listed]
     else:
         allow_create = config.auto_create_topics_enable and (
             version < 4 or request.allow_auto_topic_creation
@@ -98,11 +144,18 @@ def _answer(ctx: RequestContext, request: Any) -> Any:
             name = entry.name
             if name is None:
                 found = registry.by_id(entry.topic_id)
+                if found and checked and not authorize.allowed(ctx, DESCRIBE, TOPIC, found.name):
+                    # Topic ids are not secret: the id comes back, the name does not.
+                    topics.append(_error(None, entry.topic_id, _DENIED))
+                    continue
                 topics.append(
                     _topic(found, node)
                     if found
                     else _error(None, entry.topic_id, ErrorCode.UNKNOWN_TOPIC_ID)
                 )
+                continue
+            if checked and not authorize.allowed(ctx, DESCRIBE, TOPIC, name):
+                topics.append(_error(name, None, _DENIED))
                 continue
             found = registry.get(name)
             if found is None:
@@ -112,9 +165,14 @@ def _answer(ctx: RequestContext, request: Any) -> Any:
                 if not allow_create:
                     topics.append(_error(name, None, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION))
                     continue
+                if checked and not _may_create(ctx, name):
+                    topics.append(_error(name, None, _DENIED))
+                    continue
                 found = broker.create_topic(name, config.num_partitions)
                 created = True
             topics.append(_topic(found, node))
+    if checked:
+        _authorized_operations(ctx, request, topics)
     response = MetadataResponse(
         version=version,
         throttle_time_ms=0,
@@ -127,6 +185,7 @@ def _answer(ctx: RequestContext, request: Any) -> Any:
         controller_id=node,
         topics=topics,
         error_code=ErrorCode.NONE,
+        authorized_operations=_cluster_operations(ctx, request) if checked else None,
     )
     if not created:
         return response

@@ -16,8 +16,11 @@ from minicoord.protocol.apis import SPECS
 from minicoord.protocol.errors import ErrorCode
 from minicoord.server.coordinator.offset_requests import OffsetCommitEntry
 from minicoord.server.handlers.base import EncodedResponse, Handler, RequestContext
+from minicoord.server.security import authorize
+from minicoord.server.security.acls import ResourceType
 
 API_KEY = 8
+TOPIC = ResourceType.TOPIC
 
 
 def handle(ctx: RequestContext, request: Any) -> Any:
@@ -28,10 +31,25 @@ def handle(ctx: RequestContext, request: Any) -> Any:
     # Per request partition: the error decided here, or None to take the coordinator's.
     slots: list[tuple[Any, Any, list[ErrorCode | None]]] = []
     entries: list[OffsetCommitEntry] = []
+    # With ACLs, Kafka wants Read on the group (else every partition fails) and Read on each
+    # topic, checked before whether the topic exists.
+    checked = broker.authorizer is not None
+    group_denied = checked and authorize.group_denied(ctx, request.group_id)
     for t in request.topics:
         known = registry.by_id(t.topic_id) if by_id else registry.get(t.name)
         missing = ErrorCode.UNKNOWN_TOPIC_ID if by_id else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
         decided: list[ErrorCode | None] = []
+        if checked:
+            name = known.name if by_id and known is not None else t.name
+            if group_denied:
+                refusal: ErrorCode | None = ErrorCode.GROUP_AUTHORIZATION_FAILED
+            elif name is not None and not authorize.allowed(ctx, authorize.READ, TOPIC, name):
+                refusal = ErrorCode.TOPIC_AUTHORIZATION_FAILED
+            else:
+                refusal = None
+            if refusal is not None:
+                slots.append((t, known, [refusal] * len(t.partitions)))
+                continue
         for p in t.partitions:
             if known is None or not 0 <= p.partition_index < known.partitions:
                 decided.append(missing)

@@ -13,6 +13,7 @@ from kafka.protocol.consumer import OffsetDeleteResponse
 from minicoord.protocol.apis import SPECS
 from minicoord.protocol.errors import ErrorCode
 from minicoord.server.handlers.base import Handler, RequestContext
+from minicoord.server.security import authorize
 
 API_KEY = 47
 TopicResponse = OffsetDeleteResponse.OffsetDeleteResponseTopic
@@ -23,8 +24,20 @@ def handle(ctx: RequestContext, request: Any) -> Any:
     broker = ctx.broker
     registry = broker.topics
     wanted = []
+    # With ACLs (as Kafka): Delete on the group, and Read on each topic.
+    checked = broker.authorizer is not None
+    if checked and authorize.group_denied(ctx, request.group_id, authorize.DELETE):
+        return OffsetDeleteResponse(
+            error_code=ErrorCode.GROUP_AUTHORIZATION_FAILED,
+            throttle_time_ms=0,
+            topics=[],
+            version=0,
+        )
+    denied = authorize.denied_topics(ctx, authorize.READ, (t.name for t in request.topics))
     for t in request.topics:
         known = registry.get(t.name)
+        if t.name in denied:
+            continue
         for p in t.partitions:
             if known is not None and 0 <= p.partition_index < known.partitions:
                 wanted.append((t.name, p.partition_index))
@@ -40,7 +53,9 @@ def handle(ctx: RequestContext, request: Any) -> Any:
                     partitions=[
                         PartitionResponse(
                             partition_index=p.partition_index,
-                            error_code=decided.get(
+                            error_code=ErrorCode.TOPIC_AUTHORIZATION_FAILED
+                            if t.name in denied
+                            else decided.get(
                                 (t.name, p.partition_index), ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
                             ),
                         )

@@ -18,8 +18,12 @@ from minicoord.protocol.apis import SPECS
 from minicoord.protocol.errors import ErrorCode
 from minicoord.server.coordinator.offsets import CommittedOffset, TopicPartition
 from minicoord.server.handlers.base import Handler, RequestContext
+from minicoord.server.security import authorize
+from minicoord.server.security.acls import ResourceType
 
 API_KEY = 9
+TOPIC = ResourceType.TOPIC
+_TOPIC_DENIED = ErrorCode.TOPIC_AUTHORIZATION_FAILED
 _ZERO_UUID = uuid.UUID(int=0)
 V7Topic = OffsetFetchResponse.OffsetFetchResponseTopic
 V7Partition = V7Topic.OffsetFetchResponsePartition
@@ -36,8 +40,15 @@ def _fetch(
     member_id: str | None = None,
     member_epoch: int = -1,
 ) -> tuple[ErrorCode, dict[str, list[tuple[int, CommittedOffset | None, ErrorCode]]]]:
-    """Offsets grouped by topic name; unknown topic ids are reported per partition."""
+    """Offsets grouped by topic name; unknown topic ids are reported per partition.
+
+    With ACLs (as Kafka): Describe on the group, else GROUP_AUTHORIZATION_FAILED; topics
+    without Describe are TOPIC_AUTHORIZATION_FAILED when named, and left out of "all".
+    """
     registry = ctx.broker.topics
+    checked = ctx.broker.authorizer is not None
+    if checked and authorize.group_denied(ctx, group_id, authorize.DESCRIBE):
+        return ErrorCode.GROUP_AUTHORIZATION_FAILED, {}
     wanted: list[TopicPartition] | None = None
     unknown: dict[str, list[tuple[int, CommittedOffset | None, ErrorCode]]] = {}
     if topics is not None:
@@ -53,6 +64,9 @@ def _fetch(
                 name = known.name
             else:
                 name = t.name
+            if checked and not authorize.allowed(ctx, authorize.DESCRIBE, TOPIC, name):
+                unknown[name] = [(i, None, _TOPIC_DENIED) for i in t.partition_indexes]
+                continue
             wanted.extend((name, i) for i in t.partition_indexes)
     error, found = ctx.broker.coordinator.fetch_offsets(group_id, wanted, member_id, member_epoch)
     by_topic: dict[str, list[tuple[int, CommittedOffset | None, ErrorCode]]] = {}
@@ -61,6 +75,9 @@ def _fetch(
         found = [(tp, None) for tp in wanted]
     for (topic, index), committed in found:
         by_topic.setdefault(topic, []).append((index, committed, error))
+    if checked and topics is None:
+        hidden = authorize.denied_topics(ctx, authorize.DESCRIBE, by_topic)
+        by_topic = {name: parts for name, parts in by_topic.items() if name not in hidden}
     by_topic.update(unknown)
     return error, by_topic
 

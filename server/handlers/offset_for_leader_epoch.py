@@ -16,6 +16,7 @@ from minicoord.protocol.apis import SPECS
 from minicoord.protocol.errors import ErrorCode
 from minicoord.server.data.plane import OffsetAnswer
 from minicoord.server.handlers.base import Handler, RequestContext
+from minicoord.server.security import authorize
 
 API_KEY = 23
 TopicResult = OffsetForLeaderEpochResponse.OffsetForLeaderTopicResult
@@ -25,11 +26,19 @@ EpochEndOffset = TopicResult.EpochEndOffset
 def handle(ctx: RequestContext, request: Any) -> Any:
     broker = ctx.broker
     topics = []
+    # With ACLs (as Kafka, KIP-320): ClusterAction on the cluster, else Describe per topic.
+    denied: set[str] = set()
+    if broker.authorizer is not None and not authorize.cluster_allowed(
+        ctx, authorize.Operation.CLUSTER_ACTION
+    ):
+        denied = authorize.denied_topics(ctx, authorize.DESCRIBE, (t.topic for t in request.topics))
     for t in request.topics:
         topic = broker.topics.get(t.topic)
         partitions = []
         for p in t.partitions:
-            if topic is None or not 0 <= p.partition < topic.partitions:
+            if t.topic in denied:
+                answer = OffsetAnswer(ErrorCode.TOPIC_AUTHORIZATION_FAILED)
+            elif topic is None or not 0 <= p.partition < topic.partitions:
                 answer = OffsetAnswer(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
             else:
                 answer = broker.data.end_offset_for_epoch(

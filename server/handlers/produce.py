@@ -24,9 +24,12 @@ from minicoord.server.coordinator.results import Result
 from minicoord.server.data.plane import AppendOutcome
 from minicoord.server.handlers.base import NO_RESPONSE, Handler, RequestContext
 from minicoord.server.request_log import refused
+from minicoord.server.security import authorize
 from minicoord.storage.batch import ATTRIBUTES_AT, TRANSACTIONAL
 
 API_KEY = 0
+TOPIC = authorize.TOPIC
+TXN_ID = authorize.TRANSACTIONAL_ID
 TopicResponse = ProduceResponse.TopicProduceResponse
 PartitionResponse = TopicResponse.PartitionProduceResponse
 RecordError = PartitionResponse.BatchIndexAndErrorMessage
@@ -67,15 +70,30 @@ def handle(ctx: RequestContext, request: Any) -> Any:
                 message="minicoord has no transaction coordinator: transactions are not served",
             )
         )
+    # With ACLs (as Kafka): Write on the transactional id, if any, for the whole request;
+    # Write on each topic, checked before whether the topic exists.
+    checked = broker.authorizer is not None
+    if (
+        checked
+        and request.transactional_id is not None
+        and not authorize.allowed(ctx, authorize.WRITE, TXN_ID, request.transactional_id)
+    ):
+        refuse = AppendOutcome(ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
     if refuse is not None:
         refused(ctx, refuse.error, refuse.message)
     results: list[tuple[Any, list[tuple[int, AppendOutcome]]]] = []
     failed = False
     for t in request.topic_data:
         topic = registry.by_id(t.topic_id) if by_id else registry.get(t.name)
+        denied = False
+        if checked:
+            name = topic.name if topic is not None else (None if by_id else t.name)
+            denied = name is not None and not authorize.allowed(ctx, authorize.WRITE, TOPIC, name)
         partitions = []
         for p in t.partition_data:
-            if topic is None:
+            if denied:
+                outcome = AppendOutcome(ErrorCode.TOPIC_AUTHORIZATION_FAILED)
+            elif topic is None:
                 missing = (
                     ErrorCode.UNKNOWN_TOPIC_ID if by_id else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
                 )

@@ -11,9 +11,11 @@ from typing import Any
 
 from kafka.protocol.consumer import SyncGroupResponse
 from minicoord.protocol.apis import SPECS
+from minicoord.protocol.errors import ErrorCode
 from minicoord.server.coordinator.results import SyncOutcome
 from minicoord.server.handlers.base import Handler, RequestContext
 from minicoord.server.request_log import UNRECOVERABLE, refused
+from minicoord.server.security import authorize
 
 API_KEY = 14
 
@@ -33,8 +35,10 @@ def handle(ctx: RequestContext, request: Any) -> Any:
             assignment=outcome.assignment,
         )
 
-    parked = ctx.park(build)
     broker = ctx.broker
+    if broker.authorizer is not None and authorize.group_denied(ctx, request.group_id):
+        return build(SyncOutcome(ErrorCode.GROUP_AUTHORIZATION_FAILED))
+    parked = ctx.park(build)
     result = broker.coordinator.sync_group(
         broker.now(),
         parked,

@@ -15,11 +15,14 @@ from typing import Any
 
 import pytest
 from kafka.protocol.admin import (
+    CreateAclsRequest,
     CreatePartitionsRequest,
     CreateTopicsRequest,
+    DeleteAclsRequest,
     DeleteGroupsRequest,
     DeleteRecordsRequest,
     DeleteTopicsRequest,
+    DescribeAclsRequest,
     DescribeConfigsRequest,
     DescribeGroupsRequest,
     IncrementalAlterConfigsRequest,
@@ -372,6 +375,44 @@ def _sample(key: int, version: int, topic_id: uuid.UUID) -> tuple[Any, Any]:
             version=version, group_ids=[group], include_authorized_operations=False
         )
         return req, lambda r: [g.error_code for g in r.groups] == [ErrorCode.GROUP_ID_NOT_FOUND]
+    # The ACL APIs on a server without an authorizer: SECURITY_DISABLED, as Kafka answers.
+    disabled = ErrorCode.SECURITY_DISABLED
+    if key == 30:
+        creation = CreateAclsRequest.AclCreation(
+            resource_type=3,
+            resource_name=group,
+            resource_pattern_type=3,
+            principal="User:*",
+            host="*",
+            operation=3,
+            permission_type=3,
+        )
+        req = CreateAclsRequest(version=version, creations=[creation])
+        return req, lambda r: [x.error_code for x in r.results] == [disabled]
+    if key == 29:
+        req = DescribeAclsRequest(
+            version=version,
+            resource_type_filter=1,
+            resource_name_filter=None,
+            pattern_type_filter=1,
+            principal_filter=None,
+            host_filter=None,
+            operation=1,
+            permission_type=1,
+        )
+        return req, lambda r: r.error_code == disabled
+    if key == 31:
+        flt = DeleteAclsRequest.DeleteAclsFilter(
+            resource_type_filter=1,
+            resource_name_filter=None,
+            pattern_type_filter=1,
+            principal_filter=None,
+            host_filter=None,
+            operation=1,
+            permission_type=1,
+        )
+        req = DeleteAclsRequest(version=version, filters=[flt])
+        return req, lambda r: [x.error_code for x in r.filter_results] == [disabled]
     raise AssertionError(f"no sample for API {key}")
 
 
