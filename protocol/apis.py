@@ -64,6 +64,10 @@ SOURCES: dict[int, tuple[str, str]] = {
     44: ("IncrementalAlterConfigs", "kafka.protocol.admin"),
     68: ("ConsumerGroupHeartbeat", "minicoord.protocol.consumer_group_apis"),
     69: ("ConsumerGroupDescribe", "minicoord.protocol.consumer_group_apis"),
+    17: ("SaslHandshake", "kafka.protocol.sasl"),
+    36: ("SaslAuthenticate", "kafka.protocol.sasl"),
+    50: ("DescribeUserScramCredentials", "kafka.protocol.admin"),
+    51: ("AlterUserScramCredentials", "kafka.protocol.admin"),
 }
 
 

@@ -42,6 +42,14 @@ class ProducerIdsRecord(ApiData, load_json=schemas):
     pass
 
 
+class UserScramCredentialRecord(ApiData, load_json=schemas):
+    pass
+
+
+class RemoveUserScramCredentialRecord(ApiData, load_json=schemas):
+    pass
+
+
 # The version of each record type minicoord writes.
 WRITTEN_VERSION: dict[type, int] = {
     TopicRecord: 0,
@@ -49,6 +57,8 @@ WRITTEN_VERSION: dict[type, int] = {
     ConfigRecord: 0,
     RemoveTopicRecord: 0,
     ProducerIdsRecord: 0,
+    UserScramCredentialRecord: 0,
+    RemoveUserScramCredentialRecord: 0,
 }
 BY_API_KEY: dict[int, type] = {cls.json["apiKey"]: cls for cls in WRITTEN_VERSION}
 

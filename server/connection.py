@@ -131,6 +131,7 @@ class KafkaConnection(asyncio.Protocol):
         "_read_paused",
         "_reader",
         "_write_paused",
+        "advertised",
         "broker",
         "client_host",
         "closed",
@@ -159,6 +160,9 @@ class KafkaConnection(asyncio.Protocol):
         self.local_port = 0
         # Who the client is, as ACLs name it: set by SASL or a TLS client certificate.
         self.principal = ANONYMOUS
+        # The address Metadata and FindCoordinator name: its listener's advertised one, else
+        # the address the client connected to.
+        self.advertised = broker.advertised
         self._client_id: str | None = None
         self._observe: Callable[[Any], None] | None = None
         self._max_queued = broker.config.queued_max_requests
@@ -183,7 +187,7 @@ class KafkaConnection(asyncio.Protocol):
             self.client_host = _shared(f"/{peer[0]}")
         if local:
             self.local_host, self.local_port = _shared(local[:2])
-        advertised = self.broker.advertised
+        advertised = self.advertised
         if advertised is not None:
             self.local_host, self.local_port = advertised
         limit = self.broker.config.max_connections

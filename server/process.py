@@ -91,6 +91,7 @@ def start_server_process(
         proc.kill()
         proc.wait(5)
         raise RuntimeError(f"server did not start within {timeout} s: {line!r}\n{server.log}")
-    address = line[len(READY_PREFIX) :].strip()
+    # The first listener's address (more listeners follow as ", HOST:PORT (NAME)").
+    address = line[len(READY_PREFIX) :].strip().split(",")[0].split(" ")[0]
     server.port = int(address.rsplit(":", 1)[1])
     return server

@@ -226,8 +226,9 @@ def replay_metadata(
     plog: PartitionLog,
     registry: TopicRegistry,
     on_producer_ids: Callable[[int], None] | None = None,
+    on_user: Callable[[Any], None] | None = None,
 ) -> None:
-    """Rebuild the topics (and producer id blocks) from the cluster metadata log."""
+    """Rebuild the topics (and producer id blocks, SCRAM users) from the metadata log."""
     for stored in plog.records():
         if stored.value is None:
             continue
@@ -239,6 +240,9 @@ def replay_metadata(
         if isinstance(record, mr.ProducerIdsRecord):
             if on_producer_ids is not None:
                 on_producer_ids(record.next_producer_id)
+        elif isinstance(record, mr.UserScramCredentialRecord | mr.RemoveUserScramCredentialRecord):
+            if on_user is not None:
+                on_user(record)
         else:
             registry.replay(record)
 

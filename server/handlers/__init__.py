@@ -45,6 +45,10 @@ APIS: dict[int, tuple[str, int, int]] = {
     44: ("incremental_alter_configs", 0, 1),
     68: ("consumer_group_heartbeat", 0, 1),
     69: ("consumer_group_describe", 0, 1),
+    17: ("sasl_handshake", 0, 1),
+    36: ("sasl_authenticate", 0, 2),
+    50: ("describe_user_scram_credentials", 0, 0),
+    51: ("alter_user_scram_credentials", 0, 0),
 }
 
 
