@@ -1,0 +1,59 @@
+"""A secured server shared by a module: PLAINTEXT, SASL_SSL, SASL_PLAINTEXT and SSL listeners
+(client certificates required on SSL), users alice and bob, OAUTHBEARER enabled."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from minicoord.server.security.certs import CertFiles, write_certs
+from minicoord.testing.embedded import EmbeddedServer, running
+from prereqkit import NODE_DIR, node_modules_ready
+
+LISTENERS = (
+    "PLAINTEXT://127.0.0.1:0,SASL_SSL://127.0.0.1:0,SSL://127.0.0.1:0,SASL_PLAINTEXT://127.0.0.1:0"
+)
+USERS = {"alice": "alice-secret-7Qx", "bob": "bob-secret-9Zk"}
+SECURE_CONFIGS = {
+    "listener.name.ssl.ssl.client.auth": "required",
+    "sasl.enabled.mechanisms": "PLAIN,SCRAM-SHA-256,SCRAM-SHA-512,OAUTHBEARER",
+    "group.min.session.timeout.ms": 1000,
+}
+
+
+@pytest.fixture(scope="session")
+def certs(tmp_path_factory: pytest.TempPathFactory) -> CertFiles:
+    return write_certs(tmp_path_factory.mktemp("certs"))
+
+
+@pytest.fixture(scope="module")
+def secure(certs: CertFiles) -> Iterator[EmbeddedServer]:
+    with running(
+        SECURE_CONFIGS, [("sec-topic", 1)], listeners=LISTENERS, users=USERS, tls=certs
+    ) as server:
+        yield server
+
+
+@pytest.fixture(scope="session")
+def node_clients() -> Path:
+    """kafkajs installed in tests/matrix/node (npm ci from its lock file)."""
+    npm = shutil.which("npm")
+    assert npm is not None and shutil.which("node") is not None, "needs node and npm"
+    if not node_modules_ready():
+        subprocess.run(
+            [npm, "ci", "--no-audit", "--no-fund"], cwd=NODE_DIR, check=True, timeout=300
+        )
+    return NODE_DIR
+
+
+@pytest.fixture(scope="session")
+def kcat() -> str:
+    found = shutil.which("kcat")
+    if found is None:
+        subprocess.run(["apt-get", "install", "-y", "kcat"], check=True, timeout=300)
+        found = shutil.which("kcat")
+    assert found is not None
+    return found
