@@ -12,16 +12,7 @@ import pytest
 from minicoord.server.security.certs import CertFiles, write_certs
 from minicoord.testing.embedded import EmbeddedServer, running
 from prereqkit import NODE_DIR, node_modules_ready
-
-LISTENERS = (
-    "PLAINTEXT://127.0.0.1:0,SASL_SSL://127.0.0.1:0,SSL://127.0.0.1:0,SASL_PLAINTEXT://127.0.0.1:0"
-)
-USERS = {"alice": "alice-secret-7Qx", "bob": "bob-secret-9Zk"}
-SECURE_CONFIGS = {
-    "listener.name.ssl.ssl.client.auth": "required",
-    "sasl.enabled.mechanisms": "PLAIN,SCRAM-SHA-256,SCRAM-SHA-512,OAUTHBEARER",
-    "group.min.session.timeout.ms": 1000,
-}
+from seckit import LISTENERS, SECURE_CONFIGS, USERS
 
 
 @pytest.fixture(scope="session")

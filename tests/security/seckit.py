@@ -7,6 +7,16 @@ from typing import Any
 
 from minicoord.testing.embedded import EmbeddedServer
 
+LISTENERS = (
+    "PLAINTEXT://127.0.0.1:0,SASL_SSL://127.0.0.1:0,SSL://127.0.0.1:0,SASL_PLAINTEXT://127.0.0.1:0"
+)
+USERS = {"alice": "alice-secret-7Qx", "bob": "bob-secret-9Zk"}
+SECURE_CONFIGS = {
+    "listener.name.ssl.ssl.client.auth": "required",
+    "sasl.enabled.mechanisms": "PLAIN,SCRAM-SHA-256,SCRAM-SHA-512,OAUTHBEARER",
+    "group.min.session.timeout.ms": 1000,
+}
+
 # (listener, SASL mechanism, client certificate): the ways every client must get in.
 WAYS = [
     ("SASL_SSL", "PLAIN", False),
