@@ -59,6 +59,13 @@ def from_salted_password(
     return ScramCredential(salt, stored_key, server_key, iterations)
 
 
+def _client_nonce(client_final: str) -> str | None:
+    for part in client_final.split(","):
+        if part.startswith("r="):
+            return part[2:]
+    return None
+
+
 class ScramExchange:
     """One SCRAM authentication: client-first, then client-final."""
 
@@ -105,6 +112,7 @@ class ScramExchange:
                 return str(self._server.get_server_first()).encode()
             if self._step == 1:
                 self._step = 2
+                self._tolerate_doubled_nonce(text)
                 self._server.set_client_final(text)
                 final = self._server.get_server_final()
                 self.complete = True
@@ -114,3 +122,13 @@ class ScramExchange:
         except (scramp.ScramException, UnicodeDecodeError, ValueError) as exc:
             raise ScramFailed(str(type(exc).__name__)) from None
         raise ScramFailed("Unexpected challenge in Sasl server state COMPLETE")
+
+    def _tolerate_doubled_nonce(self, client_final: str) -> None:
+        """Kafka checks only that the final message's nonce *ends with* the server's; older
+        librdkafka (Debian's kcat) repeats its own nonce in front. The proof is computed over
+        the message as sent, so it still verifies: accept the nonce it echoes, as Kafka does."""
+        server = self._server
+        echoed = _client_nonce(client_final)
+        expected = str(server.nonce)
+        if echoed is not None and echoed != expected and echoed.endswith(expected):
+            server.nonce = type(server.nonce)(echoed)
