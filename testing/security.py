@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -17,6 +16,9 @@ TlsFiles = Any
 
 def _tls_files(tls: Any, settings: dict[str, str], listeners: str | None) -> CertFiles | None:
     """The certificate files to serve TLS with: given, or made when a TLS listener needs them."""
+    wants_tls = "SSL" in (listeners or settings.get("listeners", "")).upper()
+    if tls is None and not wants_tls:
+        return None  # and cryptography stays unloaded
     from minicoord.server.security.certs import CertFiles, write_certs
 
     if isinstance(tls, CertFiles):
@@ -26,8 +28,9 @@ def _tls_files(tls: Any, settings: dict[str, str], listeners: str | None) -> Cer
         if (directory / "ca.pem").exists():
             return _files_in(directory)
         return write_certs(directory)
-    wants_tls = "SSL" in (listeners or settings.get("listeners", "")).upper()
-    if wants_tls and "ssl.keystore.location" not in settings:
+    if "ssl.keystore.location" not in settings:
+        import tempfile
+
         return write_certs(tempfile.mkdtemp(prefix="minicoord-certs-"))
     return None
 
