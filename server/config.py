@@ -188,7 +188,8 @@ class Config:
         ):
             if getattr(self, name) < 1:
                 raise ConfigError(f"{self.kafka_name(name)} must be at least 1")
-        if self.advertised_listeners or self.listeners or self.listener_overrides:
+        security = {n for n in self.explicit if n.startswith(("listener", "ssl.", "sasl."))}
+        if self.advertised_listeners or self.listeners or self.listener_overrides or security:
             from minicoord.server.security.listeners import validate_listeners
 
             validate_listeners(self)
