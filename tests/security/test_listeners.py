@@ -89,3 +89,24 @@ def test_describe_configs_hides_secrets() -> None:
         entry = entries["sasl.jaas.config"]
         assert entry.is_sensitive and entry.value is None
         assert entries["listeners"].value == ""
+
+
+def test_requested_client_auth_takes_a_certificate_or_none() -> None:
+    from rawkit import client_tls
+
+    with running(listeners="SSL://127.0.0.1:0", ssl_client_auth="requested") as server:
+        tls = server.tls
+        assert tls is not None
+        anonymous = Raw(server.address_of("SSL"), client_tls(str(tls.ca)))
+        assert anonymous.api_versions().error_code == 0
+        named = Raw(
+            server.address_of("SSL"),
+            client_tls(str(tls.ca), str(tls.client_cert), str(tls.client_key)),
+        )
+        assert named.api_versions().error_code == 0
+        principals = server.call(
+            lambda: sorted(c.principal for c in server.server.broker.connections)
+        )
+        assert principals == ["User:ANONYMOUS", "User:CN=client,O=minicoord"]
+        anonymous.close()
+        named.close()
