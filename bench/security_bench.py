@@ -241,10 +241,12 @@ def main() -> None:
         plain_rate, plain_us = heartbeats(at["PLAINTEXT"], None, False, pid, o)
         tls_rate, tls_us = heartbeats(at["SASL_SSL"], ca, True, pid, o)
         ssl_rate, ssl_us = heartbeats(at["SSL"], ca, False, pid, o)
+        sasl_rate, sasl_us = heartbeats(at["SASL_PLAINTEXT"], None, True, pid, o)
         print(f"heartbeats, {o.members} members, {o.procs} load processes, {o.secs:.0f} s each")
         print(f"  PLAINTEXT  {plain_rate:>10,.0f}/s   server {plain_us:5.1f} us CPU/heartbeat")
         print(f"  SASL_SSL   {tls_rate:>10,.0f}/s   server {tls_us:5.1f} us CPU/heartbeat")
         print(f"  SSL        {ssl_rate:>10,.0f}/s   server {ssl_us:5.1f} us CPU/heartbeat")
+        print(f"  SASL_PLAIN {sasl_rate:>10,.0f}/s   server {sasl_us:5.1f} us CPU/heartbeat")
         print(f"  ratio SASL_SSL/PLAINTEXT: {tls_rate / plain_rate:.2f}x")
         print(f"logins (median of {o.logins}; SCRAM iterations 4096)")
         for listener, context in (("SASL_PLAINTEXT", None), ("SASL_SSL", ca)):
