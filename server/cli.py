@@ -81,7 +81,13 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True)
     s = sub.add_parser("serve", help="run the coordinator")
     s.add_argument("--host", default="127.0.0.1", help="address to listen on (127.0.0.1)")
-    s.add_argument("--port", type=int, default=9092, help="port to listen on; 0 picks a free one")
+    s.add_argument(
+        "--port",
+        type=int,
+        default=9092,
+        help="port to listen on; 0 picks a free one (the listeners config, when given, "
+        "replaces --host and --port)",
+    )
     s.add_argument(
         "--config",
         action="append",
