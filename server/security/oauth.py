@@ -63,7 +63,9 @@ class UnsecuredValidator:
         exp_ms = int(exp * 1000)
         if exp_ms + self.clock_skew_ms <= now_ms:
             raise OAuthFailed(_status("invalid_token"))
-        if iat is not None and (not _number(iat) or iat * 1000 - self.clock_skew_ms > now_ms):
+        # Milliseconds truncated as Kafka takes them (a token issued this very millisecond is
+        # not "in the future").
+        if iat is not None and (not _number(iat) or int(iat * 1000) - self.clock_skew_ms > now_ms):
             raise OAuthFailed(_status("invalid_token"))
         if self.required_scope:
             granted = claims.get(self.scope_claim, [])

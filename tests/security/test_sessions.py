@@ -55,7 +55,7 @@ def test_an_unsecured_token_authenticates_with_its_subject(sessions: EmbeddedSer
     raw = Raw(sessions.address_of("SASL_PLAINTEXT"))
     assert raw.handshake("OAUTHBEARER").error_code == 0
     exp = time.time() + 60
-    answer = raw.authenticate(bearer(jwt({"sub": "carol", "exp": exp, "iat": time.time()})))
+    answer = raw.authenticate(bearer(jwt({"sub": "carol", "exp": exp, "iat": int(time.time())})))
     assert answer.error_code == 0
     # The session ends with the token or connections.max.reauth.ms, whichever is first.
     assert answer.session_lifetime_ms == 1500
