@@ -48,6 +48,8 @@ T = TypeVar("T")
 
 _SIZE = struct.Struct(">i")
 API_VERSIONS_KEY = 18
+# SaslHandshake, SaslAuthenticate, AlterUserScramCredentials.
+_SECRET_APIS = frozenset((17, 36, 51))
 # Answers to one read are written together up to this size.
 CORK_LIMIT = 64 * 1024
 # One framed answer: its bytes, or buffers to write in order (a Fetch's record sets are
@@ -300,7 +302,9 @@ class KafkaConnection(asyncio.Protocol):
             else:
                 request = spec.request.decode(memoryview(frame)[pos:], version=version)
         except Exception as exc:
-            self.abort(f"undecodable {spec.name} v{version} request: {exc!r}")
+            # The SASL and SCRAM APIs carry secrets: their bytes never go into a log line.
+            detail = "" if spec.key in _SECRET_APIS else f": {exc!r}"
+            self.abort(f"undecodable {spec.name} v{version} request{detail}")
             return
         violation = None if handler.decode is not None else null_violation(request, version)
         if violation is not None:

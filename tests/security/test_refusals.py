@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import logging
 import ssl
+import struct
 from collections.abc import Iterator
 
 import pytest
@@ -114,6 +115,14 @@ def test_every_refusal_and_the_bystander_keeps_being_served(
     with pytest.raises((ssl.SSLError, Closed, ConnectionError)):
         raw = Raw(server.address_of("SSL"), tls)
         raw.api_versions()
+
+    # An undecodable SASL request on the PLAINTEXT listener (a string that is not UTF-8, which
+    # the decoder's error would quote): closed, its bytes not logged.
+    raw = Raw(server.address_of("PLAINTEXT"))
+    mechanism = b"\xff" + WRONG.encode()
+    header = struct.pack(">hhih", 17, 1, 1, 4) + b"test"
+    raw.send_raw(header + struct.pack(">h", len(mechanism)) + mechanism)
+    assert raw.closed_by_server()
 
     # The client authenticated first was served all along, and still is.
     assert bystander.metadata().brokers[0].port == int(server.address_of("SASL_SSL").split(":")[1])
