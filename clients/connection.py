@@ -66,10 +66,17 @@ class ProtocolClient(asyncio.Protocol):
 
     @classmethod
     async def connect(
-        cls, host: str, port: int, client_id: str = "minicoord-client"
+        cls,
+        host: str,
+        port: int,
+        client_id: str = "minicoord-client",
+        ssl: Any = None,
     ) -> ProtocolClient:
+        """A connection; `ssl` an ssl.SSLContext for an SSL or SASL_SSL listener."""
         loop = asyncio.get_running_loop()
-        _, client = await loop.create_connection(lambda: cls(client_id), host, port)
+        _, client = await loop.create_connection(
+            lambda: cls(client_id), host, port, ssl=ssl, server_hostname=host if ssl else None
+        )
         client.host, client.port = host, port
         return client
 

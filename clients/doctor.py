@@ -265,7 +265,11 @@ async def _sasl_mechanisms(
         answer = SaslHandshakeResponse.decode(memoryview(raw)[4:], version=1)
     except Exception:
         return None
-    return {"accepted": answer.error_code == 0, "enabled": list(answer.mechanisms or [])}
+    return {
+        "accepted": answer.error_code == 0,
+        "enabled": list(answer.mechanisms or []),
+        "error": answer.error_code,
+    }
 
 
 def _listeners(report: dict[str, Any]) -> Finding:

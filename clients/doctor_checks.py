@@ -148,6 +148,8 @@ def _security(
             reasons.append(
                 f"{' and '.join(missing)} not advertised: the server does no SASL authentication"
             )
+        elif (extra.get("sasl") or {}).get("error") == ILLEGAL_SASL_STATE:
+            reasons.append(_NO_SASL)
     if protocol not in ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"):
         return (
             CANNOT,
@@ -160,6 +162,14 @@ def _security(
     return OK, "the APIs it needs are advertised (credentials are not checked)"
 
 
+# What a listener without SASL answers a SaslHandshake with, as Kafka's does.
+ILLEGAL_SASL_STATE = 34
+_NO_SASL = (
+    "SaslHandshake answered ILLEGAL_SASL_STATE: this listener does no SASL authentication "
+    "(a SASL listener is another port)"
+)
+
+
 def _sasl_mechanism(
     adv: Advertised, value: str, _: dict[str, str], extra: dict[str, Any]
 ) -> tuple[str, str]:
@@ -168,6 +178,8 @@ def _sasl_mechanism(
     answer = extra.get("sasl")
     if answer is None:
         return UNCHECKED, "the server's SaslHandshake could not be asked"
+    if answer.get("error") == ILLEGAL_SASL_STATE:
+        return CANNOT, _NO_SASL
     if not answer["accepted"]:
         enabled = ", ".join(answer["enabled"]) or "none"
         return CANNOT, f"SaslHandshake refused mechanism {value} (enabled: {enabled})"

@@ -67,6 +67,10 @@ SOURCES: dict[int, tuple[str, str]] = {
     30: ("CreateAcls", "kafka.protocol.admin"),
     29: ("DescribeAcls", "kafka.protocol.admin"),
     31: ("DeleteAcls", "kafka.protocol.admin"),
+    17: ("SaslHandshake", "kafka.protocol.sasl"),
+    36: ("SaslAuthenticate", "kafka.protocol.sasl"),
+    50: ("DescribeUserScramCredentials", "kafka.protocol.admin"),
+    51: ("AlterUserScramCredentials", "kafka.protocol.admin"),
 }
 
 

@@ -50,6 +50,14 @@ class RemoveAccessControlEntryRecord(ApiData, load_json=schemas):
     pass
 
 
+class UserScramCredentialRecord(ApiData, load_json=schemas):
+    pass
+
+
+class RemoveUserScramCredentialRecord(ApiData, load_json=schemas):
+    pass
+
+
 # The version of each record type minicoord writes.
 WRITTEN_VERSION: dict[type, int] = {
     TopicRecord: 0,
@@ -59,6 +67,8 @@ WRITTEN_VERSION: dict[type, int] = {
     ProducerIdsRecord: 0,
     AccessControlEntryRecord: 0,
     RemoveAccessControlEntryRecord: 0,
+    UserScramCredentialRecord: 0,
+    RemoveUserScramCredentialRecord: 0,
 }
 BY_API_KEY: dict[int, type] = {cls.json["apiKey"]: cls for cls in WRITTEN_VERSION}
 

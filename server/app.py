@@ -8,8 +8,8 @@ import contextlib
 import logging
 import signal
 import time
-from collections.abc import Iterable
-from typing import TYPE_CHECKING
+from collections.abc import Callable, Iterable
+from typing import TYPE_CHECKING, Any
 
 from minicoord.server import request_log
 from minicoord.server.broker import Broker
@@ -46,15 +46,25 @@ class Server:
         control_port: int | None = None,
         admin_host: str = "127.0.0.1",
         acls: Iterable[str | Acl] = (),
+        users: Iterable[tuple[str, str]] = (),
     ) -> None:
         """A server; `data_dir=None` keeps everything (topics, groups, offsets) in memory.
 
         `metrics_port` serves Prometheus metrics at /metrics, `control_port` the control API
-        of `minicoord ctl`; both off unless given (0 picks a free port).
+        of `minicoord ctl`; both off unless given (0 picks a free port). The `listeners`
+        config, when set, replaces host and port; `users` are (name, password) pairs that
+        may authenticate with PLAIN and SCRAM on SASL listeners.
         """
+        from minicoord.server.security.listeners import listeners_of
+
         self.config = config or Config()
-        self.host = host
-        self.port = port
+        self.listeners = listeners_of(self.config, host, port)
+        first = self.listeners[0]
+        self.host = first.host or "0.0.0.0"
+        self.port = first.port
+        # Each listener's bound (host, port), in the order of `listeners`.
+        self.bound: list[tuple[str, int]] = []
+        self._users = list(users)
         if data_dir is not None:
             from pathlib import Path  # here: an in-memory server does without pathlib
 
@@ -79,7 +89,7 @@ class Server:
         self._initial_topics = list(topics)
         # Parsed now, so that a bad spec fails before anything listens (InvalidAcl).
         self._initial_acls = [parse_acl(a) for a in acls]
-        self._server: asyncio.base_events.Server | None = None
+        self._servers: list[asyncio.base_events.Server] = []
         self._tasks: list[asyncio.Task[None]] = []
         # Loading and cleaning read and write files in this thread, off the event loop.
         self._pool = concurrent.futures.ThreadPoolExecutor(1, "minicoord-storage")
@@ -89,6 +99,58 @@ class Server:
     def bootstrap(self) -> str:
         host = f"[{self.host}]" if ":" in self.host else self.host
         return f"{host}:{self.port}"
+
+    def address_of(self, listener: str) -> str:
+        """HOST:PORT bound for the named listener (KeyError if there is none)."""
+        for lst, (host, port) in zip(self.listeners, self.bound, strict=True):
+            if lst.name == listener.upper():
+                return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+        raise KeyError(listener)
+
+    def describe_listeners(self) -> str:
+        from minicoord.server.security.listeners import describe
+
+        return describe(self.listeners, self.bound)
+
+    def _factory(self, listener: Any) -> tuple[Callable[[], asyncio.Protocol], Any]:
+        """The protocol factory and SSLContext (or None) of one listener."""
+        broker = self.broker
+        ssl_context = None
+        if listener.tls:
+            from minicoord.server.security.tls import server_context
+
+            ssl_context = server_context(self.config, listener)
+        advertised = listener.advertised or broker.advertised
+        if listener.sasl:
+            from minicoord.server.security.connections import SaslConnection
+            from minicoord.server.security.sasl import settings_for
+
+            settings = settings_for(self.config, listener, broker.user_store())
+
+            def sasl() -> asyncio.Protocol:
+                conn = SaslConnection(broker, settings)
+                conn.advertised = advertised
+                return conn
+
+            return sasl, ssl_context
+        if listener.tls:
+            from minicoord.server.security.connections import TlsConnection
+
+            def tls() -> asyncio.Protocol:
+                conn = TlsConnection(broker)
+                conn.advertised = advertised
+                return conn
+
+            return tls, ssl_context
+        if advertised is broker.advertised:
+            return lambda: KafkaConnection(broker), None
+
+        def plain() -> asyncio.Protocol:
+            conn = KafkaConnection(broker)
+            conn.advertised = advertised
+            return conn
+
+        return plain, None
 
     async def start(self) -> None:
         loop = asyncio.get_running_loop()
@@ -109,16 +171,30 @@ class Server:
                     existing.partitions,
                 )
         offsets_partitions, topic_partitions = plan_loading(broker)
+        if self._users or any(lst.sasl for lst in self.listeners):
+            broker.add_users(self._users)
+        factories = [self._factory(lst) for lst in self.listeners]
         broker.attach(loop)
-        self._server = await loop.create_server(
-            lambda: KafkaConnection(self.broker),
-            self.host,
-            self.port,
-            reuse_address=True,
-            backlog=1024,
-        )
-        # With port 0 the OS picked one: report what we actually bound.
-        self.port = self._server.sockets[0].getsockname()[1]
+        try:
+            for lst, (factory, ssl_context) in zip(self.listeners, factories, strict=True):
+                server = await loop.create_server(
+                    factory,
+                    lst.host or None,
+                    lst.port,
+                    reuse_address=True,
+                    backlog=1024,
+                    ssl=ssl_context,
+                )
+                self._servers.append(server)
+                # With port 0 the OS picked one: report what we actually bound.
+                host, port = server.sockets[0].getsockname()[:2]
+                self.bound.append((lst.host or host, port))
+        except BaseException:
+            for server in self._servers:
+                server.close()
+            self._servers = []
+            raise
+        self.host, self.port = self.bound[0]
         if self.metrics is not None and self.metrics_port is not None:
             from minicoord.server.admin_http import metrics_routes, start_http
 
@@ -240,8 +316,9 @@ class Server:
         for http in self._admin:
             http.close()
         self._admin = []
-        if self._server is not None:
-            self._server.close()
+        if self._servers:
+            for server in self._servers:
+                server.close()
             if not await self.broker.drain(grace_s):
                 log.warning("shutting down with writes still in progress after %.0f s", grace_s)
             for conn in list(self.broker.connections):
@@ -253,8 +330,9 @@ class Server:
             for conn in list(self.broker.connections):
                 if conn.transport is not None:
                     conn.transport.abort()
-            await self._server.wait_closed()
-            self._server = None
+            for server in self._servers:
+                await server.wait_closed()
+            self._servers = []
         for task in self._tasks:
             task.cancel()
         for task in self._tasks:
@@ -287,7 +365,7 @@ async def serve(server: Server) -> None:
         log.info("metrics on http://%s:%d/metrics", server.admin_host, server.metrics_port)
     if server.control_port is not None:
         log.info("control API on %s:%d", server.admin_host, server.control_port)
-    print(f"minicoord listening on {server.bootstrap}", flush=True)
+    print(f"minicoord listening on {server.describe_listeners()}", flush=True)
     await stop.wait()
     log.info("shutting down")
     await server.stop()

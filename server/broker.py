@@ -46,6 +46,7 @@ from minicoord.storage.partition_log import PartitionLog, WriteMark
 if TYPE_CHECKING:
     from minicoord.server.connection import KafkaConnection
     from minicoord.server.metrics import Metrics
+    from minicoord.server.security.sasl import UserStore
 
 log = logging.getLogger("minicoord.broker")
 
@@ -88,6 +89,7 @@ class Broker:
         self.connections: set[KafkaConnection] = set()
         self.faults = Faults()
         self.advertised = config.advertised_address()
+        self.users: UserStore | None = None
         # Set by the server when metrics are on; the connection feeds it per request.
         self.metrics: Metrics | None = None
         # The per-request DEBUG lines: None unless minicoord.requests is at DEBUG (see
@@ -123,11 +125,38 @@ class Broker:
         plog = self.logs.open_log(METADATA_TOPIC, 0, METADATA_SEGMENT_BYTES)
         self.logs.install(METADATA_TOPIC, 0, plog)
         self._metadata_log = plog
-        replay_metadata(plog, self.topics, self.data.producer_ids.restore, self.acls)
+        replay_metadata(
+            plog, self.topics, self.data.producer_ids.restore, self.acls, self._replay_user
+        )
 
     def add_acls(self, acls: list[Acl]) -> None:
         """ACLs given at start (`acls=`, --acl): persisted once; those already there are kept."""
         self.persist_metadata(create_acl_records(self.acls, acls))
+
+    # -- users (SASL) ----------------------------------------------------------------------
+
+    def user_store(self) -> UserStore:
+        """The SASL users, made on first need: a server without SASL never loads hmac."""
+        if self.users is None:
+            from minicoord.server.security.sasl import UserStore
+
+            self.users = UserStore()
+        return self.users
+
+    def add_users(self, extra: Iterable[tuple[str, str]] = ()) -> None:
+        """Users of the config's JAAS strings and `extra` (name, password), over replayed ones."""
+        from minicoord.server.security.sasl import load_users
+
+        loaded = load_users(self.config, list(extra))
+        store = self.user_store()
+        store.plain.update(loaded.plain)
+        for mechanism, users in loaded.scram.items():
+            store.scram[mechanism].update(users)
+
+    def _replay_user(self, record: Any) -> None:
+        from minicoord.server.security.users import apply_record
+
+        apply_record(self.user_store(), record)
 
     def persist_metadata(self, values: Iterable[bytes]) -> None:
         """Append cluster metadata records; replies applied after this wait for them."""

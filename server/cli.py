@@ -46,6 +46,14 @@ class _HelpFormatter(argparse.HelpFormatter):
         super().__init__(prog, **kwargs)
 
 
+def _user(text: str) -> tuple[str, str]:
+    name, sep, password = text.partition(":")
+    if not sep or not name or not password:
+        # Never echo the value: it holds a password.
+        raise argparse.ArgumentTypeError("takes NAME:PASSWORD")
+    return name, password
+
+
 def _terminal_columns() -> int:
     # shutil.get_terminal_size's rule: $COLUMNS, else the terminal's width, else 80.
     try:
@@ -73,7 +81,13 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True)
     s = sub.add_parser("serve", help="run the coordinator")
     s.add_argument("--host", default="127.0.0.1", help="address to listen on (127.0.0.1)")
-    s.add_argument("--port", type=int, default=9092, help="port to listen on; 0 picks a free one")
+    s.add_argument(
+        "--port",
+        type=int,
+        default=9092,
+        help="port to listen on; 0 picks a free one (the listeners config, when given, "
+        "replaces --host and --port)",
+    )
     s.add_argument(
         "--config",
         action="append",
@@ -104,6 +118,14 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="PRINCIPAL",
         help="a principal allowed everything, e.g. User:admin (repeatable; switches the "
         "authorizer on)",
+    )
+    s.add_argument(
+        "--user",
+        action="append",
+        default=[],
+        type=_user,
+        metavar="NAME:PASSWORD",
+        help="a SASL user for PLAIN, SCRAM-SHA-256 and SCRAM-SHA-512 (repeatable)",
     )
     store = s.add_mutually_exclusive_group()
     store.add_argument(
@@ -141,6 +163,11 @@ def build_parser() -> argparse.ArgumentParser:
         choices=["text", "json"],
         help="text lines, or one JSON object per line (text)",
     )
+
+    certs = sub.add_parser(
+        "certs", help="write a throwaway CA, server and client certificates for TLS tests"
+    )
+    certs.add_argument("dir", help="where to write the PEM files")
 
     ctl = sub.add_parser(
         "ctl", help="inspect a running server's groups, inject faults, set its log level"
@@ -318,6 +345,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         from minicoord.server.ctl import run as ctl_run
 
         return ctl_run(args)
+    if args.command == "certs":
+        from minicoord.server.security.certs import write_certs
+
+        files = write_certs(args.dir)
+        print(
+            f"wrote CA {files.ca}, server key store {files.server_keystore}, client "
+            f"{files.client_cert} / {files.client_key} in {files.dir}"
+        )
+        return 0
     if args.command == "doctor":
         from minicoord.clients.doctor import run as doctor_run
 
@@ -341,6 +377,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             metrics_port=args.metrics_port,
             control_port=args.control_port,
             acls=args.acl,
+            users=args.user,
         )
     except (ConfigError, ValueError) as exc:
         print(f"minicoord: {exc}", file=sys.stderr)

@@ -93,6 +93,35 @@ class Config:
     # Principals allowed everything, `;`-separated as in Kafka (User:admin;User:ops).
     super_users: str = ""
     allow_everyone_if_no_acl_found: bool = False
+    # Security (see server/security/): listeners by name, each PLAINTEXT, SSL, SASL_PLAINTEXT
+    # or SASL_SSL. Empty `listeners` means the one PLAINTEXT listener of --host/--port.
+    listeners: str = ""
+    listener_security_protocol_map: str = (
+        "PLAINTEXT:PLAINTEXT,SSL:SSL,SASL_PLAINTEXT:SASL_PLAINTEXT,SASL_SSL:SASL_SSL"
+    )
+    # Only PEM key stores are read here (Kafka's default type is JKS, which Python cannot load).
+    ssl_keystore_type: str = "PEM"
+    ssl_keystore_location: str = ""
+    ssl_keystore_password: str = dataclasses.field(default="", metadata={"sensitive": True})
+    ssl_key_password: str = dataclasses.field(default="", metadata={"sensitive": True})
+    ssl_keystore_key: str = dataclasses.field(default="", metadata={"sensitive": True})
+    ssl_keystore_certificate_chain: str = ""
+    ssl_truststore_type: str = "PEM"
+    ssl_truststore_location: str = ""
+    ssl_truststore_certificates: str = ""
+    ssl_client_auth: str = "none"
+    ssl_enabled_protocols: str = "TLSv1.2,TLSv1.3"
+    # Kafka's default is GSSAPI, which is not served here; OAUTHBEARER (unsecured tokens, which
+    # anyone can mint) must be enabled explicitly.
+    sasl_enabled_mechanisms: str = "PLAIN,SCRAM-SHA-256,SCRAM-SHA-512"
+    sasl_jaas_config: str = dataclasses.field(default="", metadata={"sensitive": True})
+    sasl_server_max_receive_size: int = 524_288
+    connections_max_reauth_ms: int = 0
+    # `listener.name.<listener>.<config>` overrides (and `...<mechanism>.sasl.jaas.config`),
+    # in the order given.
+    listener_overrides: tuple[tuple[str, str], ...] = dataclasses.field(
+        default=(), metadata={"kafka": False}
+    )
     # The Kafka names given explicitly (DescribeConfigs reports them as STATIC_BROKER_CONFIG).
     explicit: frozenset[str] = dataclasses.field(
         default=frozenset(), metadata={"kafka": False}, compare=False
@@ -114,6 +143,14 @@ class Config:
     def known_names(cls) -> list[str]:
         return list(cls._kafka_fields())
 
+    @classmethod
+    def sensitive(cls, name: str) -> bool:
+        """Whether a config holds a secret (DescribeConfigs hides its value, as Kafka does)."""
+        if name.startswith("listener.name."):
+            return name.endswith(("jaas.config", "password", "keystore.key"))
+        field = cls._kafka_fields().get(name)
+        return field is not None and bool(field.metadata.get("sensitive"))
+
     def value_of(self, name: str) -> str | None:
         """A broker config's value as Kafka would print it, or None if there is no such config."""
         field = self._kafka_fields().get(name)
@@ -127,12 +164,18 @@ class Config:
         """Build a config from Kafka-named settings, rejecting unknown names and bad values."""
         fields = cls._kafka_fields()
         values: dict[str, Any] = {}
-        items = pairs.items() if isinstance(pairs, dict) else pairs
+        items = list(pairs.items() if isinstance(pairs, dict) else pairs)
+        overrides = []
         for name, raw in items:
+            if name.startswith("listener.name."):
+                overrides.append((name, raw))
+                continue
             field = fields.get(name)
             if field is None:
                 raise ConfigError(f"unknown config {name!r}; known: {', '.join(sorted(fields))}")
             values[field.name] = _parse(name, field.type, raw)
+        if overrides:
+            values["listener_overrides"] = tuple(overrides)
         config = cls(**values, explicit=frozenset(name for name, _ in items))
         config.validate()
         return config
@@ -141,15 +184,10 @@ class Config:
         """The first advertised listener's host and port, if configured."""
         if not self.advertised_listeners:
             return None
-        first = self.advertised_listeners.split(",")[0].strip()
-        scheme, sep, address = first.partition("://")
-        host, colon, port = address.rpartition(":")
-        if not sep or scheme.upper() != "PLAINTEXT" or not colon or not port.isdigit():
-            raise ConfigError(
-                "advertised.listeners takes PLAINTEXT://HOST:PORT, "
-                f"not {self.advertised_listeners!r}"
-            )
-        return host.strip("[]"), int(port)
+        from minicoord.server.security.listeners import parse_endpoints
+
+        first = parse_endpoints(self.advertised_listeners, "advertised.listeners")[0]
+        return first.host, first.port
 
     def validate(self) -> None:
         if self.group_min_session_timeout_ms > self.group_max_session_timeout_ms:
@@ -165,8 +203,11 @@ class Config:
         ):
             if getattr(self, name) < 1:
                 raise ConfigError(f"{self.kafka_name(name)} must be at least 1")
-        if self.advertised_listeners:
-            self.advertised_address()
+        security = {n for n in self.explicit if n.startswith(("listener", "ssl.", "sasl."))}
+        if self.advertised_listeners or self.listeners or self.listener_overrides or security:
+            from minicoord.server.security.listeners import validate_listeners
+
+            validate_listeners(self)
         if self.log_flush_policy not in ("write", "fsync", "none"):
             raise ConfigError("log.flush.policy is one of write, fsync, none")
         if self.offsets_topic_segment_bytes < 1024:

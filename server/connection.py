@@ -48,6 +48,8 @@ T = TypeVar("T")
 
 _SIZE = struct.Struct(">i")
 API_VERSIONS_KEY = 18
+# SaslHandshake, SaslAuthenticate, AlterUserScramCredentials.
+_SECRET_APIS = frozenset((17, 36, 51))
 # Answers to one read are written together up to this size.
 CORK_LIMIT = 64 * 1024
 # One framed answer: its bytes, or buffers to write in order (a Fetch's record sets are
@@ -131,6 +133,7 @@ class KafkaConnection(asyncio.Protocol):
         "_read_paused",
         "_reader",
         "_write_paused",
+        "advertised",
         "broker",
         "client_host",
         "closed",
@@ -159,6 +162,9 @@ class KafkaConnection(asyncio.Protocol):
         self.local_port = 0
         # Who the client is, as ACLs name it: set by SASL or a TLS client certificate.
         self.principal = ANONYMOUS
+        # The address Metadata and FindCoordinator name: its listener's advertised one, else
+        # the address the client connected to.
+        self.advertised = broker.advertised
         self._client_id: str | None = None
         self._observe: Callable[[Any], None] | None = None
         self._max_queued = broker.config.queued_max_requests
@@ -183,7 +189,7 @@ class KafkaConnection(asyncio.Protocol):
             self.client_host = _shared(f"/{peer[0]}")
         if local:
             self.local_host, self.local_port = _shared(local[:2])
-        advertised = self.broker.advertised
+        advertised = self.advertised
         if advertised is not None:
             self.local_host, self.local_port = advertised
         limit = self.broker.config.max_connections
@@ -296,7 +302,9 @@ class KafkaConnection(asyncio.Protocol):
             else:
                 request = spec.request.decode(memoryview(frame)[pos:], version=version)
         except Exception as exc:
-            self.abort(f"undecodable {spec.name} v{version} request: {exc!r}")
+            # The SASL and SCRAM APIs carry secrets: their bytes never go into a log line.
+            detail = "" if spec.key in _SECRET_APIS else f": {exc!r}"
+            self.abort(f"undecodable {spec.name} v{version} request{detail}")
             return
         violation = None if handler.decode is not None else null_violation(request, version)
         if violation is not None:

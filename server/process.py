@@ -22,6 +22,8 @@ class ServerProcess:
     host: str
     port: int
     stderr_lines: list[str] = field(default_factory=list)
+    # The ready line's listeners, e.g. "127.0.0.1:9092 (PLAINTEXT), 127.0.0.1:9093 (SASL_SSL)".
+    listeners: str = ""
 
     @property
     def bootstrap(self) -> str:
@@ -91,6 +93,8 @@ def start_server_process(
         proc.kill()
         proc.wait(5)
         raise RuntimeError(f"server did not start within {timeout} s: {line!r}\n{server.log}")
-    address = line[len(READY_PREFIX) :].strip()
+    # The first listener's address (more listeners follow as ", HOST:PORT (NAME)").
+    server.listeners = line[len(READY_PREFIX) :].strip()
+    address = server.listeners.split(",")[0].split(" ")[0]
     server.port = int(address.rsplit(":", 1)[1])
     return server

@@ -229,8 +229,9 @@ def replay_metadata(
     registry: TopicRegistry,
     on_producer_ids: Callable[[int], None] | None = None,
     acls: AclStore | None = None,
+    on_user: Callable[[Any], None] | None = None,
 ) -> None:
-    """Rebuild the topics (producer id blocks, ACLs) from the cluster metadata log."""
+    """Rebuild the topics (producer id blocks, ACLs, SCRAM users) from the metadata log."""
     for stored in plog.records():
         if stored.value is None:
             continue
@@ -242,6 +243,9 @@ def replay_metadata(
         if isinstance(record, mr.ProducerIdsRecord):
             if on_producer_ids is not None:
                 on_producer_ids(record.next_producer_id)
+        elif isinstance(record, mr.UserScramCredentialRecord | mr.RemoveUserScramCredentialRecord):
+            if on_user is not None:
+                on_user(record)
         elif acls is None or not replay_acl(record, acls):
             registry.replay(record)
 

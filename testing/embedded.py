@@ -20,6 +20,13 @@ from minicoord.server.app import Server
 from minicoord.server.config import Config, with_authorizer
 from minicoord.server.faults import Controller
 from minicoord.server.security.acls import Acl
+from minicoord.testing.security import (
+    ClientSettings,
+    TlsFiles,
+    _tls_files,
+    client_settings,
+    security_configs,
+)
 
 T = TypeVar("T")
 
@@ -55,13 +62,21 @@ class EmbeddedServer:
         control_port: int | None = None,
         acls: Iterable[str | Acl] = (),
         super_users: Iterable[str] = (),
+        listeners: str | None = None,
+        users: Mapping[str, str] | Iterable[tuple[str, str]] | None = None,
+        tls: TlsFiles | str | Path | None = None,
+        ssl_client_auth: str | None = None,
     ) -> None:
-        settings = [
-            (k, str(v).lower() if isinstance(v, bool) else str(v))
-            for k, v in (configs or {}).items()
-        ]
+        settings = {
+            k: str(v).lower() if isinstance(v, bool) else str(v) for k, v in (configs or {}).items()
+        }
+        self.tls = _tls_files(tls, settings, listeners)
+        settings = security_configs(settings, listeners, self.tls, ssl_client_auth)
+        self.users = dict(users.items() if isinstance(users, Mapping) else users or ())
         self._acls = list(acls)
-        self.config = Config.from_pairs(with_authorizer(settings, self._acls, super_users))
+        self.config = Config.from_pairs(
+            with_authorizer(list(settings.items()), self._acls, super_users)
+        )
         self._topics = list(topics)
         self._data_dir = data_dir
         self._host = host
@@ -80,6 +95,21 @@ class EmbeddedServer:
     def port(self) -> int:
         return self.server.port
 
+    def address_of(self, listener: str) -> str:
+        """HOST:PORT of the named listener (e.g. "SASL_SSL")."""
+        return self.server.address_of(listener)
+
+    def client(
+        self,
+        listener: str | None = None,
+        user: str | None = None,
+        mechanism: str | None = None,
+        client_cert: bool = False,
+    ) -> ClientSettings:
+        """What a client needs to connect through a listener (the first one by default):
+        bootstrap, security.protocol, SASL mechanism and credentials, CA and client cert."""
+        return client_settings(self, listener, user, mechanism, client_cert)
+
     def start(self, timeout: float = 10) -> EmbeddedServer:
         ready: concurrent.futures.Future[None] = concurrent.futures.Future()
 
@@ -97,6 +127,7 @@ class EmbeddedServer:
                     metrics_port=self._admin_ports[0],
                     control_port=self._admin_ports[1],
                     acls=self._acls,
+                    users=list(self.users.items()),
                 )
                 loop.run_until_complete(self.server.start())
             except BaseException as exc:
@@ -159,6 +190,10 @@ def running(
     control_port: int | None = None,
     acls: Iterable[str | Acl] = (),
     super_users: Iterable[str] = (),
+    listeners: str | None = None,
+    users: Mapping[str, str] | Iterable[tuple[str, str]] | None = None,
+    tls: TlsFiles | str | Path | None = None,
+    ssl_client_auth: str | None = None,
 ) -> Iterator[EmbeddedServer]:
     """A server for the duration of the block; in memory unless data_dir is given.
 
@@ -168,9 +203,27 @@ def running(
 
     `metrics_port` / `control_port` (0 picks one) turn on the Prometheus and control HTTP
     endpoints; their bound ports are then `server.server.metrics_port` / `.control_port`.
+
+    Security: `listeners="PLAINTEXT://127.0.0.1:0,SASL_SSL://127.0.0.1:0"` (Kafka's syntax),
+    `users={"alice": "secret"}` (PLAIN and SCRAM), `tls=` a directory of `minicoord certs`
+    (made in a temporary directory when a TLS listener needs one and none is given) and
+    `ssl_client_auth` none/requested/required. `server.client("SASL_SSL", "alice",
+    "SCRAM-SHA-512")` gives the client settings.
     """
     server = EmbeddedServer(
-        configs, topics, data_dir, host, port, metrics_port, control_port, acls, super_users
+        configs,
+        topics,
+        data_dir,
+        host,
+        port,
+        metrics_port,
+        control_port,
+        acls,
+        super_users,
+        listeners,
+        users,
+        tls,
+        ssl_client_auth,
     )
     server.start()
     try:

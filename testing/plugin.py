@@ -3,9 +3,11 @@
 Fixtures:
 - `minicoord`: a fresh server for one test;
 - `minicoord_session`: one server shared by the whole session.
-Both yield an EmbeddedServer (`.bootstrap`, `.control`). Configure them with Kafka config
+Both yield an EmbeddedServer (`.bootstrap`, `.control`, `.client(listener, user, mechanism)`
+for a secured listener's client settings). Configure them with Kafka config
 names: per test with `@pytest.mark.minicoord(configs={...}, topics=[("orders", 6)])` (and
-`acls=["deny User:* Read group:blocked"]`, `super_users=["User:admin"]`), for the
+`acls=["deny User:* Read group:blocked"]`, `super_users=["User:admin"]`, `listeners=`,
+`users=`, `tls=`, `ssl_client_auth=`), for the
 session with the ini option `minicoord_configs` (lines of key=value) and `minicoord_topics`
 (lines of NAME:PARTITIONS).
 """
@@ -30,8 +32,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line(
         "markers",
-        "minicoord(configs=None, topics=(), acls=(), super_users=()): settings of the test's "
-        "minicoord server",
+        "minicoord(configs=None, topics=(), acls=(), super_users=(), listeners=None, "
+        "users=None, tls=None, ssl_client_auth=None): settings of the test's minicoord server",
     )
 
 
@@ -47,12 +49,12 @@ def _topics(lines: list[str]) -> list[tuple[str, int]]:
 def minicoord(request: pytest.FixtureRequest) -> Iterator[EmbeddedServer]:
     marker = request.node.get_closest_marker("minicoord")
     kwargs = dict(marker.kwargs) if marker else {}
-    with running(
-        kwargs.get("configs"),
-        kwargs.get("topics", ()),
-        acls=kwargs.get("acls", ()),
-        super_users=kwargs.get("super_users", ()),
-    ) as server:
+    security = {
+        k: kwargs[k]
+        for k in ("acls", "super_users", "listeners", "users", "tls", "ssl_client_auth")
+        if k in kwargs
+    }
+    with running(kwargs.get("configs"), kwargs.get("topics", ()), **security) as server:
         yield server
 
 

@@ -48,6 +48,10 @@ APIS: dict[int, tuple[str, int, int]] = {
     30: ("create_acls", 1, 3),
     29: ("describe_acls", 1, 3),
     31: ("delete_acls", 1, 3),
+    17: ("sasl_handshake", 0, 1),
+    36: ("sasl_authenticate", 0, 2),
+    50: ("describe_user_scram_credentials", 0, 0),
+    51: ("alter_user_scram_credentials", 0, 0),
 }
 
 

@@ -94,7 +94,9 @@ def _broker_entries(
     for name in config.known_names():
         if keys and name not in keys:
             continue
-        value = config.value_of(name)
+        sensitive = config.sensitive(name)
+        # Kafka never sends a password's value back, set or not.
+        value = None if sensitive else config.value_of(name)
         source = (
             ConfigSource.STATIC_BROKER_CONFIG
             if name in config.explicit
@@ -107,7 +109,7 @@ def _broker_entries(
                 read_only=True,
                 config_source=source,
                 is_default=source is ConfigSource.DEFAULT_CONFIG,
-                is_sensitive=False,
+                is_sensitive=sensitive,
                 synonyms=[Synonym(name=name, value=value, source=source)] if synonyms else [],
                 config_type=_type_of(getattr(config, name.replace(".", "_"))),
                 documentation=None,

@@ -29,7 +29,9 @@ NOT_AT_START = [
     "kafka.admin", "kafka.consumer", "kafka.producer", "kafka.net",
     "kafka.protocol.admin", "kafka.protocol.consumer", "kafka.protocol.metadata",
     "kafka.protocol.api_data", "kafka.record", "kafka.codec", "crc32c", "re2",
-    "prometheus_client",
+    "prometheus_client", "cryptography", "scramp", "hmac",
+    "minicoord.server.security.sasl", "minicoord.server.security.tls",
+    "minicoord.server.security.connections", "minicoord.server.security.certs",
     "minicoord.server.metrics", "minicoord.server.admin_http",
     "minicoord.server.handlers.api_versions", "minicoord.server.handlers.join_group",
 ]

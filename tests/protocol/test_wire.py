@@ -413,7 +413,33 @@ def _sample(key: int, version: int, topic_id: uuid.UUID) -> tuple[Any, Any]:
         )
         req = DeleteAclsRequest(version=version, filters=[flt])
         return req, lambda r: [x.error_code for x in r.filter_results] == [disabled]
+    if key in (17, 36, 50, 51):
+        return _security_sample(key, version)
     raise AssertionError(f"no sample for API {key}")
+
+
+def _security_sample(key: int, version: int) -> tuple[Any, Any]:
+    """On a PLAINTEXT listener Kafka answers the SASL APIs with ILLEGAL_SASL_STATE."""
+    from kafka.protocol.admin import (
+        AlterUserScramCredentialsRequest,
+        DescribeUserScramCredentialsRequest,
+    )
+    from kafka.protocol.sasl import SaslAuthenticateRequest, SaslHandshakeRequest
+
+    if key == 17:
+        req: Any = SaslHandshakeRequest(version=version, mechanism="PLAIN")
+        return req, lambda r: r.error_code == ErrorCode.ILLEGAL_SASL_STATE
+    if key == 36:
+        req = SaslAuthenticateRequest(version=version, auth_bytes=b"\x00u\x00p")
+        return req, lambda r: r.error_code == ErrorCode.ILLEGAL_SASL_STATE
+    if key == 50:
+        req = DescribeUserScramCredentialsRequest(version=version, users=[])
+        return req, lambda r: r.error_code == 0 and r.results == []
+    upsert = AlterUserScramCredentialsRequest.ScramCredentialUpsertion(
+        name="wire-user", mechanism=2, iterations=4096, salt=b"salt", salted_password=b"x" * 64
+    )
+    req = AlterUserScramCredentialsRequest(version=version, deletions=[], upsertions=[upsert])
+    return req, lambda r: [(x.user, x.error_code) for x in r.results] == [("wire-user", 0)]
 
 
 CASES = [

@@ -1,0 +1,112 @@
+"""Kafka's listener configs: custom listener names through the protocol map, per-listener
+advertised addresses in Metadata and FindCoordinator, and the config errors."""
+
+from __future__ import annotations
+
+import pytest
+from kafka.protocol.metadata import FindCoordinatorRequest, FindCoordinatorResponse
+from minicoord.server.config import Config, ConfigError
+from minicoord.server.security.listeners import listeners_of
+from minicoord.testing.embedded import running
+from rawkit import Raw, plain_token
+
+CUSTOM = {
+    "listener.security.protocol.map": "INTERNAL:PLAINTEXT,EXTERNAL:SASL_PLAINTEXT",
+    "advertised.listeners": "INTERNAL://internal.test:19092,EXTERNAL://external.test:29092",
+}
+
+
+def test_each_listener_advertises_its_own_address() -> None:
+    listeners = "INTERNAL://127.0.0.1:0,EXTERNAL://127.0.0.1:0"
+    with running(CUSTOM, listeners=listeners, users={"alice": "pw"}) as server:
+        assert server.client("EXTERNAL").security_protocol == "SASL_PLAINTEXT"
+        internal = Raw(server.address_of("INTERNAL"))
+        broker = internal.metadata().brokers[0]
+        assert (broker.host, broker.port) == ("internal.test", 19092)
+        external = Raw(server.address_of("EXTERNAL"))
+        assert external.handshake("PLAIN").error_code == 0
+        assert external.authenticate(plain_token("alice", "pw")).error_code == 0
+        broker = external.metadata().brokers[0]
+        assert (broker.host, broker.port) == ("external.test", 29092)
+        external.send(FindCoordinatorRequest(version=1, key="g", key_type=0), 1)
+        found = external.answer(FindCoordinatorResponse, 1)
+        assert (found.host, found.port) == ("external.test", 29092)
+        external.close()
+        internal.close()
+
+
+def test_host_and_port_still_make_the_one_plaintext_listener() -> None:
+    [only] = listeners_of(Config(), "127.0.0.1", 9092)
+    assert (only.name, only.protocol, only.host, only.port) == (
+        "PLAINTEXT",
+        "PLAINTEXT",
+        "127.0.0.1",
+        9092,
+    )
+    # advertised.listeners as before: PLAINTEXT://HOST:PORT for that one listener
+    config = Config.from_pairs({"advertised.listeners": "PLAINTEXT://proxy.test:1234"})
+    assert listeners_of(config)[0].advertised == ("proxy.test", 1234)
+
+
+@pytest.mark.parametrize(
+    ("settings", "message"),
+    [
+        ({"listeners": "FOO://127.0.0.1:1"}, "no security protocol"),
+        ({"listeners": "PLAINTEXT://127.0.0.1"}, "NAME://HOST:PORT"),
+        ({"listeners": "PLAINTEXT://:1,PLAINTEXT://:2"}, "only once"),
+        ({"listeners": "SSL://127.0.0.1:1"}, "ssl.keystore.location"),
+        ({"listeners": "SASL_PLAINTEXT://:1", "sasl.enabled.mechanisms": "GSSAPI"}, "GSSAPI"),
+        ({"listener.security.protocol.map": "X:TLS"}, "listener.security.protocol.map"),
+        (
+            {"listeners": "PLAINTEXT://:1", "advertised.listeners": "OTHER://h:1,X://h:2"},
+            "not in listeners",
+        ),
+        ({"ssl.client.auth": "maybe", "listeners": "PLAINTEXT://:1"}, "ssl.client.auth"),
+    ],
+)
+def test_config_errors(settings: dict[str, str], message: str) -> None:
+    with pytest.raises(ConfigError, match=message):
+        Config.from_pairs(settings)
+
+
+def test_jaas_errors_never_echo_a_value() -> None:
+    from minicoord.server.security.sasl import load_users
+
+    config = Config.from_pairs({"sasl.jaas.config": 'x required user_a="s3cret'})
+    with pytest.raises(ConfigError) as caught:
+        load_users(config)
+    assert "s3cret" not in str(caught.value)
+
+
+def test_describe_configs_hides_secrets() -> None:
+    from confluent_kafka.admin import AdminClient, ConfigResource, ResourceType
+
+    jaas = 'org.apache.kafka.common.security.plain.PlainLoginModule required user_a="s3cret";'
+    with running({"sasl.jaas.config": jaas}) as server:
+        admin = AdminClient({"bootstrap.servers": server.bootstrap})
+        resource = ConfigResource(ResourceType.BROKER, "0")
+        [entries] = [f.result(10) for f in admin.describe_configs([resource]).values()]
+        entry = entries["sasl.jaas.config"]
+        assert entry.is_sensitive and entry.value is None
+        assert entries["listeners"].value == ""
+
+
+def test_requested_client_auth_takes_a_certificate_or_none() -> None:
+    from rawkit import client_tls
+
+    with running(listeners="SSL://127.0.0.1:0", ssl_client_auth="requested") as server:
+        tls = server.tls
+        assert tls is not None
+        anonymous = Raw(server.address_of("SSL"), client_tls(str(tls.ca)))
+        assert anonymous.api_versions().error_code == 0
+        named = Raw(
+            server.address_of("SSL"),
+            client_tls(str(tls.ca), str(tls.client_cert), str(tls.client_key)),
+        )
+        assert named.api_versions().error_code == 0
+        principals = server.call(
+            lambda: sorted(c.principal for c in server.server.broker.connections)
+        )
+        assert principals == ["User:ANONYMOUS", "User:CN=client,O=minicoord"]
+        anonymous.close()
+        named.close()
