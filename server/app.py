@@ -7,11 +7,12 @@ import concurrent.futures
 import contextlib
 import logging
 import signal
+import socket
 import time
 from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any
 
-from minicoord.server import request_log
+from minicoord.server import early_listen, request_log
 from minicoord.server.broker import Broker
 from minicoord.server.config import Config
 from minicoord.server.connection import KafkaConnection
@@ -47,6 +48,7 @@ class Server:
         admin_host: str = "127.0.0.1",
         acls: Iterable[str | Acl] = (),
         users: Iterable[tuple[str, str]] = (),
+        sockets: list[socket.socket] | None = None,
     ) -> None:
         """A server; `data_dir=None` keeps everything (topics, groups, offsets) in memory.
 
@@ -90,6 +92,8 @@ class Server:
         # Parsed now, so that a bad spec fails before anything listens (InvalidAcl).
         self._initial_acls = [parse_acl(a) for a in acls]
         self._servers: list[asyncio.base_events.Server] = []
+        # Bound already, one per listener (server/early_listen.py): served, not bound again.
+        self._sockets = sockets
         self._tasks: list[asyncio.Task[None]] = []
         # Loading and cleaning read and write files in this thread, off the event loop.
         self._pool = concurrent.futures.ThreadPoolExecutor(1, "minicoord-storage")
@@ -176,15 +180,22 @@ class Server:
         factories = [self._factory(lst) for lst in self.listeners]
         broker.attach(loop)
         try:
-            for lst, (factory, ssl_context) in zip(self.listeners, factories, strict=True):
-                server = await loop.create_server(
-                    factory,
-                    lst.host or None,
-                    lst.port,
-                    reuse_address=True,
-                    backlog=1024,
-                    ssl=ssl_context,
-                )
+            for i, (lst, (factory, ssl_context)) in enumerate(
+                zip(self.listeners, factories, strict=True)
+            ):
+                if self._sockets is not None:
+                    server = await loop.create_server(
+                        factory, sock=self._sockets[i], backlog=1024, ssl=ssl_context
+                    )
+                else:
+                    server = await loop.create_server(
+                        factory,
+                        lst.host or None,
+                        lst.port,
+                        reuse_address=True,
+                        backlog=1024,
+                        ssl=ssl_context,
+                    )
                 self._servers.append(server)
                 # With port 0 the OS picked one: report what we actually bound.
                 host, port = server.sockets[0].getsockname()[:2]
@@ -352,20 +363,24 @@ class Server:
         await self.stop()
 
 
-async def serve(server: Server) -> None:
-    """Run until SIGTERM or SIGINT, printing the ready line once listening."""
+async def serve(server: Server, announced: bool = False) -> None:
+    """Run until SIGTERM or SIGINT, printing the ready line once listening (unless
+    `announced`: the caller bound the sockets and printed it)."""
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     # Before the ready line: a script may send SIGTERM as soon as it has read it.
     for sig in (signal.SIGTERM, signal.SIGINT):
         with contextlib.suppress(NotImplementedError):
             loop.add_signal_handler(sig, stop.set)
+    if early_listen.stop_requested:
+        stop.set()
     await server.start()
     if server.metrics_port is not None:
         log.info("metrics on http://%s:%d/metrics", server.admin_host, server.metrics_port)
     if server.control_port is not None:
         log.info("control API on %s:%d", server.admin_host, server.control_port)
-    print(f"minicoord listening on {server.describe_listeners()}", flush=True)
+    if not announced:
+        print(f"minicoord listening on {server.describe_listeners()}", flush=True)
     await stop.wait()
     log.info("shutting down")
     await server.stop()

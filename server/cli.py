@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
+import socket
 import sys
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
@@ -324,12 +325,35 @@ def _run(coro: object) -> None:
         uvloop.run(coro)  # type: ignore[arg-type]
 
 
+def _listen_early(args: argparse.Namespace, config: Config) -> list[socket.socket] | None:
+    """The bound sockets of a server that binds before loading (server/early_listen.py),
+    with its ready line printed; None for one that loads first; [] if binding failed."""
+    from minicoord.server import early_listen
+    from minicoord.server.security.listeners import describe, listeners_of
+
+    try:
+        listeners = listeners_of(config, args.host, args.port)
+    except ConfigError:
+        return None  # the Server reports it, as for any other server
+    risky = bool(
+        args.acl or args.super_user or args.user or args.metrics_port is not None
+        or args.control_port is not None
+    )  # fmt: skip
+    if not early_listen.can_listen_early(listeners, args.in_memory, risky):
+        return None
+    try:
+        sockets = early_listen.bind(listeners)
+    except OSError as exc:
+        print(f"minicoord: cannot listen on {args.host}:{args.port}: {exc}", file=sys.stderr)
+        return []
+    early_listen.catch_stop_signals()
+    print(f"minicoord listening on {describe(listeners, early_listen.bound(sockets))}", flush=True)
+    return sockets
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     # Before anything imports kafka-python: the server needs its codecs, not its clients.
     lazy_kafka.defer_client_package()
-    from minicoord.server.app import Server, serve
-    from minicoord.storage.log import StoreError
-
     args, rest = build_parser().parse_known_args(argv)
     if args.command == "bench":
         # Imported here: pyspark and matplotlib load only for benchmarks, never for serve.
@@ -358,6 +382,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         from minicoord.clients.doctor import run as doctor_run
 
         return doctor_run(args)
+    from minicoord.storage.log import StoreError
+
     if args.command == "log":
         try:
             return _log_command(args)
@@ -367,6 +393,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         pairs = [parse_setting(s) for s in args.config]
         config = Config.from_pairs(with_authorizer(pairs, args.acl, args.super_user))
+    except (ConfigError, ValueError) as exc:
+        print(f"minicoord: {exc}", file=sys.stderr)
+        return 2
+    sockets = _listen_early(args, config)
+    if sockets == []:
+        return 1
+    from minicoord.server.app import Server, serve
+
+    try:
         data_dir = None if args.in_memory else args.data_dir
         server = Server(
             config,
@@ -378,12 +413,13 @@ def main(argv: Sequence[str] | None = None) -> int:
             control_port=args.control_port,
             acls=args.acl,
             users=args.user,
+            sockets=sockets,
         )
     except (ConfigError, ValueError) as exc:
         print(f"minicoord: {exc}", file=sys.stderr)
         return 2
     try:
-        _run(serve(server))
+        _run(serve(server, announced=sockets is not None))
     except StoreError as exc:
         print(f"minicoord: {exc}", file=sys.stderr)
         return 2

@@ -79,3 +79,50 @@ def test_console_script_is_installed() -> None:
         timeout=20,
     )
     assert "minicoord.server.cli:main" in result.stdout
+
+
+def test_in_memory_server_binds_first_and_answers_a_client_that_connects_at_once() -> None:
+    # The ready line comes before the coordinator is loaded (server/early_listen.py): a client
+    # that connects on reading it waits in the backlog and is answered, and SIGTERM sent
+    # while the server may still be loading stops it cleanly.
+    import socket
+    import struct
+
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "minicoord.server.cli", "serve", "--port", "0", "--in-memory"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+    )
+    try:
+        assert proc.stdout is not None
+        line = proc.stdout.readline()
+        assert line.startswith(READY_PREFIX + "127.0.0.1:")
+        port = int(line.rsplit(":", 1)[1])
+        with socket.create_connection(("127.0.0.1", port), timeout=10) as sock:
+            header = struct.pack(">hhih", 18, 0, 7, 1) + b"c"  # ApiVersions v0
+            sock.sendall(struct.pack(">i", len(header)) + header)
+            size = struct.unpack(">i", sock.recv(4))[0]
+            answer = b""
+            while len(answer) < size:
+                answer += sock.recv(size - len(answer))
+        correlation, error = struct.unpack_from(">ih", answer)
+        assert (correlation, error) == (7, 0)
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(10)
+    assert proc.returncode == 0
+
+
+def test_sigterm_right_after_the_early_ready_line_exits_zero() -> None:
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "minicoord.server.cli", "serve", "--port", "0", "--in-memory"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+    )
+    assert proc.stdout is not None
+    assert proc.stdout.readline().startswith(READY_PREFIX)
+    proc.send_signal(signal.SIGTERM)  # most likely while it still imports the coordinator
+    proc.wait(10)
+    assert proc.returncode == 0

@@ -1,0 +1,73 @@
+"""Listening before loading: the sockets of a server that cannot fail once they are bound.
+
+`minicoord serve --in-memory` on PLAINTEXT listeners has nothing left to refuse after its
+config parsed and its ports bound: no data directory to lock or replay, no key store to read,
+no users or ACLs to parse, no HTTP ports to bind. Such a server binds first and prints its
+ready line, and only then imports the coordinator and the data path (most of its start-up
+time). A client that connects meanwhile waits in the listen backlog and is answered as soon as
+the loop runs, so the line still means what it says: connect now.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import signal
+import socket
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from minicoord.server.security.listeners import Listener
+
+BACKLOG = 1024
+
+# SIGTERM or SIGINT while loading, after the ready line: serve() stops as soon as it runs.
+stop_requested = False
+
+
+def _request_stop(signum: int, frame: object) -> None:
+    global stop_requested
+    stop_requested = True
+
+
+def catch_stop_signals() -> None:
+    """Until the event loop takes them over: a script may stop us once it has read the line."""
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, _request_stop)
+
+
+def can_listen_early(listeners: list[Listener], in_memory: bool, risky: bool) -> bool:
+    """Whether nothing can fail after binding (`risky`: ACLs, users, admin ports given)."""
+    if not in_memory or risky:
+        return False
+    for lst in listeners:
+        if lst.protocol != "PLAINTEXT":
+            return False
+        try:
+            ipaddress.ip_address(lst.host)
+        except ValueError:  # a name or "" (every interface): leave it to asyncio's resolver
+            return False
+    return True
+
+
+def bind(listeners: list[Listener]) -> list[socket.socket]:
+    """One listening socket per listener, in order (OSError if a port cannot be bound)."""
+    sockets: list[socket.socket] = []
+    try:
+        for lst in listeners:
+            family = socket.AF_INET6 if ":" in lst.host else socket.AF_INET
+            sock = socket.socket(family, socket.SOCK_STREAM)
+            sockets.append(sock)
+            # As asyncio's create_server(reuse_address=True): a restart may rebind at once.
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            sock.bind((lst.host, lst.port))
+            sock.listen(BACKLOG)
+            sock.setblocking(False)
+    except BaseException:
+        for sock in sockets:
+            sock.close()
+        raise
+    return sockets
+
+
+def bound(sockets: list[socket.socket]) -> list[tuple[str, int]]:
+    return [sock.getsockname()[:2] for sock in sockets]
