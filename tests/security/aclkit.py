@@ -24,7 +24,27 @@ class Identity:
     server: dict[str, Any] = field(default_factory=dict)
 
 
-IDENTITIES = [Identity("anonymous", "User:ANONYMOUS")]
+IDENTITIES = [
+    Identity("anonymous", "User:ANONYMOUS"),
+    # The same tests as a SASL user: the principal comes from the login, not the socket.
+    Identity(
+        "sasl-alice",
+        "User:alice",
+        confluent={
+            "security.protocol": "SASL_PLAINTEXT",
+            "sasl.mechanism": "SCRAM-SHA-512",
+            "sasl.username": "alice",
+            "sasl.password": "alice-secret",
+        },
+        kafka_python={
+            "security_protocol": "SASL_PLAINTEXT",
+            "sasl_mechanism": "SCRAM-SHA-512",
+            "sasl_plain_username": "alice",
+            "sasl_plain_password": "alice-secret",
+        },
+        server={"listeners": "SASL_PLAINTEXT://127.0.0.1:0", "users": {"alice": "alice-secret"}},
+    ),
+]
 
 
 def confluent_consumer(bootstrap: str, group: str, extra: dict[str, Any]) -> Consumer:

@@ -99,7 +99,9 @@ def test_auto_creation_needs_create(server: EmbeddedServer, identity: Identity) 
 def test_idempotent_producer_needs_write_on_some_topic(identity: Identity) -> None:
     # Kafka 3+: Write on any topic stands in for IdempotentWrite on the cluster.
     with running(
-        topics=[("data", 1)], acls=[f"allow {identity.principal} Write topic:data"]
+        topics=[("data", 1)],
+        acls=[f"allow {identity.principal} Write topic:data"],
+        **identity.server,
     ) as server:
         producer = confluent_producer(
             server.bootstrap, {**identity.confluent, "enable.idempotence": True}
@@ -109,7 +111,9 @@ def test_idempotent_producer_needs_write_on_some_topic(identity: Identity) -> No
         assert producer.flush(15) == 0
         assert reports == [None]
     with running(
-        topics=[("data", 1)], acls=[f"allow {identity.principal} Read topic:data"]
+        topics=[("data", 1)],
+        acls=[f"allow {identity.principal} Read topic:data"],
+        **identity.server,
     ) as server:
         errors: list[KafkaError] = []
         producer = confluent_producer(
