@@ -425,6 +425,12 @@ def check_options(
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    args_in = list(sys.argv[1:] if argv is None else argv)
+    if args_in[:1] == ["lean"]:
+        # Not a Spark scenario: raw frames from plain processes (bench/lean.py).
+        from minicoord.bench.lean import main as lean_main
+
+        return lean_main(args_in[1:])
     parser = build_parser()
     args = parser.parse_args(argv)
     o = options(args)

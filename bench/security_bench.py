@@ -17,95 +17,28 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import multiprocessing as mp
-import os
 import re
 import ssl
-import struct
 import tempfile
 import time
 from typing import Any
 
+from minicoord.bench.pump import Target, frame, pump, server_cpu
+
 USER, PASSWORD = "bench", "bench-password"
-
-
-def _frame(request: Any, version: int) -> bytes:
-    request.API_VERSION = version
-    request.with_header(correlation_id=7, client_id="security-bench")
-    return bytes(request.encode(version=version, header=True, framed=True))
 
 
 def _login_frames() -> bytes:
     from kafka.protocol.sasl import SaslAuthenticateRequest, SaslHandshakeRequest
 
     token = f"\x00{USER}\x00{PASSWORD}".encode()
-    return _frame(SaslHandshakeRequest(version=1, mechanism="PLAIN"), 1) + _frame(
+    return frame(SaslHandshakeRequest(version=1, mechanism="PLAIN"), 1) + frame(
         SaslAuthenticateRequest(version=2, auth_bytes=token), 2
     )
 
 
 def _context(ca: str | None) -> ssl.SSLContext | None:
     return None if ca is None else ssl.create_default_context(cafile=ca)
-
-
-class _Pump(asyncio.Protocol):
-    """Sends its frame again each time an answer is whole: one request in flight."""
-
-    def __init__(self, first: bytes, frame: bytes) -> None:
-        self.first, self.frame, self.buf, self.answers = first, frame, b"", 0
-        self.transport: Any = None
-
-    def connection_made(self, transport: Any) -> None:
-        self.transport = transport
-        transport.write(self.first + self.frame)
-
-    def data_received(self, data: bytes) -> None:
-        buf = self.buf + data if self.buf else data
-        pos, whole = 0, 0
-        while len(buf) - pos >= 4:
-            (size,) = struct.unpack_from(">i", buf, pos)
-            if len(buf) - pos - 4 < size:
-                break
-            pos += 4 + size
-            whole += 1
-        self.buf = buf[pos:]
-        if whole:
-            # The login's two answers precede the first heartbeat's.
-            new = whole if not self.first else max(0, whole - 2)
-            self.first = b""
-            self.answers += whole
-            for _ in range(new):
-                self.transport.write(self.frame)
-
-
-def _worker(
-    host: str, port: int, ca: str | None, login: bool, frames: list[bytes], secs: float, q: Any
-) -> None:
-    import uvloop
-
-    async def run() -> None:
-        loop = asyncio.get_running_loop()
-        context = _context(ca)
-        first = _login_frames() if login else b""
-        pumps = []
-        for frame in frames:
-            _, pump = await loop.create_connection(
-                lambda f=frame: _Pump(first, f),
-                host,
-                port,
-                ssl=context,
-                server_hostname=host if context else None,
-            )
-            pumps.append(pump)
-        await asyncio.sleep(1.0)
-        a0, t0 = sum(p.answers for p in pumps), time.perf_counter()
-        await asyncio.sleep(secs)
-        a1, t1 = sum(p.answers for p in pumps), time.perf_counter()
-        for pump in pumps:
-            pump.transport.close()
-        q.put((a1 - a0, t1 - t0))
-
-    uvloop.run(run())
 
 
 async def _join(host: str, port: int, ca: str | None, login: bool, group: str, n: int) -> list:
@@ -145,7 +78,7 @@ async def _join(host: str, port: int, ca: str | None, login: bool, group: str, n
         task.cancel()
     await asyncio.gather(*tasks, return_exceptions=True)
     return [
-        _frame(
+        frame(
             HeartbeatRequest(
                 group_id=group,
                 generation_id=m.generation,
@@ -158,35 +91,16 @@ async def _join(host: str, port: int, ca: str | None, login: bool, group: str, n
     ]
 
 
-def _server_cpu(pid: int) -> float:
-    with open(f"/proc/{pid}/stat") as stat:
-        fields = stat.read().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-
 def heartbeats(address: str, ca: str | None, login: bool, pid: int, o: Any) -> tuple[float, float]:
     """(heartbeats/s, server CPU microseconds per heartbeat)."""
     host, port = address.rsplit(":", 1)
     frames = asyncio.run(
         _join(host, int(port), ca, login, f"bench-{port}-{time.monotonic_ns()}", o.members)
     )
-    q: Any = mp.Queue()
-    procs = [
-        mp.Process(
-            target=_worker, args=(host, int(port), ca, login, frames[i :: o.procs], o.secs, q)
-        )
-        for i in range(o.procs)
-    ]
-    for p in procs:
-        p.start()
-    time.sleep(1.0)
-    c0, w0 = _server_cpu(pid), time.perf_counter()
-    results = [q.get() for _ in procs]
-    c1, w1 = _server_cpu(pid), time.perf_counter()
-    for p in procs:
-        p.join()
-    rate = sum(n for n, _ in results) / max(d for _, d in results)
-    return rate, 1e6 * ((c1 - c0) / (w1 - w0)) / rate if rate else 0.0
+    # On SASL listeners each load connection logs in first: two answers not counted.
+    target = Target(host, int(port), ca, _login_frames() if login else b"", 2 if login else 0)
+    rate = pump(target, frames, o.procs, o.secs, pid)
+    return rate.per_second, rate.server_us
 
 
 def logins(
@@ -209,9 +123,9 @@ def logins(
             await conn.close()
         return out
 
-    c0 = _server_cpu(pid)
+    c0 = server_cpu(pid)
     times = sorted(asyncio.run(run()))
-    cpu = (_server_cpu(pid) - c0) / count
+    cpu = (server_cpu(pid) - c0) / count
     return 1000 * times[len(times) // 2], 1000 * cpu
 
 

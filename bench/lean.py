@@ -1,0 +1,208 @@
+"""`minicoord bench lean`: heartbeats, commits and ConsumerGroupHeartbeats per second against
+minicoord and a peer (kfake, Kafka) in one run, with a client lean enough not to be the limit.
+
+    minicoord bench lean --compare-bootstrap 127.0.0.1:9093 --compare-pid PID \\
+        [--api heartbeat,commit,cghb] [--members 100] [--procs 2] [--secs 4] [--rounds 3]
+
+minicoord runs as its own process, in memory (and, with `--write-too`, a second one on a data
+directory under `log.flush.policy=write`). For each API, `--members` members join one group on
+topic `bench` (64 partitions; start the peer with it, e.g. `kfake -topics bench -partitions
+64`), one connection each, then `--procs` processes send that API's frame back to back (see
+bench/pump.py). Rounds alternate between the targets; each line gives the rate, the client's
+CPU per load process and the server's CPU per request, and the summary the median of the
+per-round ratios. The Spark scenarios (`heartbeat`, `commit`, `head-to-head`) measure the same
+through real member tasks, where one Spark task tops out near 28k requests/s.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import statistics
+import tempfile
+import time
+from collections.abc import Sequence
+from typing import Any
+
+from minicoord.bench.pump import Rate, Target, frame, pump
+
+TOPIC = "bench"
+PARTITIONS = 64
+APIS = ("heartbeat", "commit", "cghb")
+
+
+async def _classic(target: Target, group: str, n: int) -> list[Any]:
+    from minicoord.clients.connection import ProtocolClient
+    from minicoord.clients.member import GroupMember
+
+    conns = [
+        await ProtocolClient.connect(target.host, target.port, f"joiner-{i}") for i in range(n)
+    ]
+    members = [
+        GroupMember(c, group, [TOPIC], index=i, session_timeout_ms=60_000,
+                    rebalance_timeout_ms=60_000, heartbeat_interval_ms=100)
+        for i, c in enumerate(conns)
+    ]  # fmt: skip
+
+    async def live(member: Any) -> None:
+        for _ in range(600):
+            try:
+                await member.join()
+                await member.heartbeat_loop()
+            except Exception:
+                # kfake answers INCONSISTENT_GROUP_PROTOCOL to joins racing a rebalance.
+                await asyncio.sleep(0.1)
+
+    tasks = [asyncio.create_task(live(m)) for m in members]
+    try:
+        for _ in range(600):
+            generations = {m.generation for m in members}
+            if len(generations) == 1 and all(m.group_size == n for m in members):
+                return members
+            await asyncio.sleep(0.05)
+        raise SystemExit(f"the classic group on {target.host}:{target.port} did not settle")
+    finally:
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+
+
+async def _consumer(target: Target, group: str, n: int) -> list[Any]:
+    from minicoord.clients.connection import ProtocolClient
+    from minicoord.clients.consumer_member import ConsumerProtocolMember, describe_group
+
+    conns = [
+        await ProtocolClient.connect(target.host, target.port, f"joiner-{i}") for i in range(n)
+    ]
+    members = [ConsumerProtocolMember(c, group, [TOPIC], index=i) for i, c in enumerate(conns)]
+    for m in members:
+        await m.join()
+        m.start_heartbeats()
+    try:
+        for _ in range(600):
+            if (await describe_group(conns[0], group)).settled(n, PARTITIONS):
+                return members
+            await asyncio.sleep(0.05)
+        raise SystemExit(f"the consumer group on {target.host}:{target.port} did not settle")
+    finally:
+        for m in members:
+            await m.stop_heartbeats()
+
+
+def frames_for(api: str, target: Target, members: int) -> list[bytes]:
+    """Joins `members` members to a fresh group and returns one frame of `api` per member."""
+    from kafka.protocol.consumer import HeartbeatRequest, OffsetCommitRequest
+    from minicoord.protocol.consumer_group_apis import ConsumerGroupHeartbeatRequest
+
+    group = f"lean-{api}-{time.monotonic_ns()}"
+    join = _consumer if api == "cghb" else _classic
+    joined = asyncio.run(join(target, group, members))
+    out = []
+    for m in joined:
+        if api == "cghb":
+            request: Any = ConsumerGroupHeartbeatRequest(
+                group_id=group, member_id=m.member_id, member_epoch=m.generation,
+                instance_id=None, rack_id=None, rebalance_timeout_ms=-1,
+                subscribed_topic_names=None, subscribed_topic_regex=None,
+                server_assignor=None, topic_partitions=None,
+            )  # fmt: skip
+            out.append(frame(request, 1, "lean"))
+        elif api == "heartbeat":
+            request = HeartbeatRequest(
+                group_id=group, generation_id=m.generation, member_id=m.member_id,
+                group_instance_id=None,
+            )  # fmt: skip
+            out.append(frame(request, 4, "lean"))
+        else:
+            owned = m.owned()
+            topic, partition = owned[0] if owned else (TOPIC, 0)
+            t = OffsetCommitRequest.OffsetCommitRequestTopic
+            p = t.OffsetCommitRequestPartition
+            request = OffsetCommitRequest(
+                group_id=group, generation_id_or_member_epoch=m.generation,
+                member_id=m.member_id, group_instance_id=None,
+                topics=[t(name=topic, partitions=[p(partition_index=partition,
+                    committed_offset=12345, committed_leader_epoch=-1, committed_metadata="")])],
+            )  # fmt: skip
+            out.append(frame(request, 8, "lean"))
+    return out
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="minicoord bench lean", description=__doc__.split("\n")[0])
+    p.add_argument("--compare-bootstrap", metavar="HOST:PORT", help="the peer to compare with")
+    p.add_argument("--compare-pid", type=int, default=0, help="the peer's pid, for its CPU")
+    p.add_argument("--compare-name", default="peer")
+    p.add_argument("--api", default=",".join(APIS), help="heartbeat,commit,cghb")
+    p.add_argument("--members", type=int, default=100)
+    p.add_argument("--procs", type=int, default=2)
+    p.add_argument("--secs", type=float, default=4)
+    p.add_argument("--rounds", type=int, default=3)
+    p.add_argument(
+        "--write-too",
+        action="store_true",
+        help="also a minicoord on a data directory with log.flush.policy=write",
+    )
+    return p
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    from minicoord.server.process import start_server_process
+
+    o = build_parser().parse_args(argv)
+    apis = [a.strip() for a in o.api.split(",") if a.strip()]
+    unknown = set(apis) - set(APIS)
+    if unknown:
+        build_parser().error(f"unknown --api {', '.join(sorted(unknown))}")
+    configs = {"group.min.session.timeout.ms": 1000}
+    # WARNING: the server's stderr is a pipe nobody reads while the load runs.
+    quiet = ["--log-level", "WARNING"]
+    servers = [start_server_process(configs, [(TOPIC, PARTITIONS)], extra_args=quiet)]
+    names = ["minicoord"]
+    if o.write_too:
+        data = tempfile.mkdtemp(prefix="minicoord-lean-")
+        servers.append(
+            start_server_process(
+                {**configs, "log.flush.policy": "write"},
+                [(TOPIC, PARTITIONS)],
+                extra_args=quiet,
+                data_dir=data,
+            )
+        )
+        names.append("minicoord-write")
+    targets = [
+        (n, Target("127.0.0.1", s.port), s.proc.pid) for n, s in zip(names, servers, strict=True)
+    ]
+    if o.compare_bootstrap:
+        targets.insert(0, (o.compare_name, Target.parse(o.compare_bootstrap), o.compare_pid))
+    try:
+        for api in apis:
+            run_api(api, targets, o)
+    finally:
+        for server in servers:
+            server.stop()
+    return 0
+
+
+def run_api(api: str, targets: list[tuple[str, Target, int]], o: Any) -> None:
+    frames = {name: frames_for(api, target, o.members) for name, target, _ in targets}
+    rates: dict[str, list[Rate]] = {name: [] for name, _, _ in targets}
+    print(f"{api}: {o.members} members, {o.procs} load processes, {o.secs:g} s per round")
+    for r in range(o.rounds):
+        # Alternate the order, so neither side always runs on a machine the other warmed.
+        order = targets if r % 2 == 0 else targets[::-1]
+        for name, target, pid in order:
+            rate = pump(target, frames[name], o.procs, o.secs, pid)
+            rates[name].append(rate)
+            print(f"  round {r + 1} {name:<16} {rate.line()}", flush=True)
+    if o.compare_bootstrap:
+        peer = rates[o.compare_name]
+        for name, _, _ in targets:
+            if name == o.compare_name:
+                continue
+            ratios = [a.per_second / b.per_second for a, b in zip(rates[name], peer, strict=True)]
+            shown = " / ".join(f"{x:.2f}" for x in ratios)
+            print(
+                f"  {name} / {o.compare_name}: median {statistics.median(ratios):.2f}"
+                f" (rounds {shown})"
+            )

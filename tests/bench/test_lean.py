@@ -1,0 +1,40 @@
+"""`minicoord bench lean` end to end at a tiny scale: members join each API's group on a real
+server over 127.0.0.1, the load processes get answers, and every line reports a rate, the
+client's CPU per process and the server's CPU per request. No figure is asserted."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+from minicoord.bench.cli import main as bench_main
+from minicoord.server.process import start_server_process
+
+
+def test_lean_compares_each_api_against_a_peer(capsys: pytest.CaptureFixture[str]) -> None:
+    # A second minicoord stands in for the peer: what is checked is the comparison's shape.
+    peer = start_server_process(
+        {"group.min.session.timeout.ms": 1000},
+        [("bench", 64)],
+        extra_args=["--log-level", "WARNING"],
+    )
+    try:
+        args = ["lean", "--members", "3", "--procs", "1", "--secs", "0.5", "--rounds", "2"]
+        args += ["--compare-bootstrap", f"127.0.0.1:{peer.port}"]
+        args += ["--compare-pid", str(peer.proc.pid)]
+        assert bench_main(args) == 0
+    finally:
+        peer.stop()
+    out = capsys.readouterr().out
+    for api in ("heartbeat", "commit", "cghb"):
+        section = out.split(f"{api}:", 1)[1].split("median", 1)
+        rounds = re.findall(r"round \d (\S+)\s+([\d,]+)/s .*server [\d.]+ cores", section[0])
+        assert sorted({name for name, _ in rounds}) == ["minicoord", "peer"]
+        assert len(rounds) == 4
+        assert all(int(rate.replace(",", "")) > 0 for _, rate in rounds)
+        assert re.match(r" [\d.]+ \(rounds [\d.]+ / [\d.]+\)", section[1])
+
+
+def test_lean_refuses_an_unknown_api() -> None:
+    with pytest.raises(SystemExit):
+        bench_main(["lean", "--api", "produce"])
