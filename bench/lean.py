@@ -21,7 +21,7 @@ import asyncio
 import statistics
 import tempfile
 import time
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
 from minicoord.bench.pump import Rate, Target, frame, pump
@@ -31,13 +31,23 @@ PARTITIONS = 64
 APIS = ("heartbeat", "commit", "cghb")
 
 
-async def _classic(target: Target, group: str, n: int) -> list[Any]:
+async def join_classic(
+    target: Target,
+    group: str,
+    n: int,
+    connect: Callable[[int], Awaitable[Any]] | None = None,
+) -> list[Any]:
+    """`n` classic members of `group`, joined and synced (heartbeats stopped), each on its
+    own connection; `connect(i)` makes one (a TLS or SASL login, say)."""
     from minicoord.clients.connection import ProtocolClient
     from minicoord.clients.member import GroupMember
 
-    conns = [
-        await ProtocolClient.connect(target.host, target.port, f"joiner-{i}") for i in range(n)
-    ]
+    if connect is None:
+
+        async def connect(i: int) -> Any:
+            return await ProtocolClient.connect(target.host, target.port, f"joiner-{i}")
+
+    conns = [await connect(i) for i in range(n)]
     members = [
         GroupMember(c, group, [TOPIC], index=i, session_timeout_ms=60_000,
                     rebalance_timeout_ms=60_000, heartbeat_interval_ms=100)
@@ -95,7 +105,7 @@ def frames_for(api: str, target: Target, members: int) -> list[bytes]:
     from minicoord.protocol.consumer_group_apis import ConsumerGroupHeartbeatRequest
 
     group = f"lean-{api}-{time.monotonic_ns()}"
-    join = _consumer if api == "cghb" else _classic
+    join = _consumer if api == "cghb" else join_classic
     joined = asyncio.run(join(target, group, members))
     out = []
     for m in joined:

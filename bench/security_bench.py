@@ -23,6 +23,7 @@ import tempfile
 import time
 from typing import Any
 
+from minicoord.bench.lean import join_classic
 from minicoord.bench.pump import Target, frame, pump, server_cpu
 
 USER, PASSWORD = "bench", "bench-password"
@@ -44,39 +45,15 @@ def _context(ca: str | None) -> ssl.SSLContext | None:
 async def _join(host: str, port: int, ca: str | None, login: bool, group: str, n: int) -> list:
     from kafka.protocol.consumer import HeartbeatRequest
     from minicoord.clients.connection import ProtocolClient
-    from minicoord.clients.member import GroupMember
     from minicoord.clients.sasl import authenticate
 
-    conns = []
-    for i in range(n):
+    async def connect(i: int) -> ProtocolClient:
         conn = await ProtocolClient.connect(host, port, f"joiner-{i}", ssl=_context(ca))
         if login:
             await authenticate(conn, "PLAIN", USER, PASSWORD)
-        conns.append(conn)
-    members = [
-        GroupMember(c, group, ["bench"], index=i, session_timeout_ms=60_000,
-                    rebalance_timeout_ms=60_000, heartbeat_interval_ms=100)
-        for i, c in enumerate(conns)
-    ]  # fmt: skip
+        return conn
 
-    async def live(member: Any) -> None:
-        while True:
-            try:
-                await member.join()
-                await member.heartbeat_loop()
-            except Exception:
-                await asyncio.sleep(0.1)
-
-    tasks = [asyncio.create_task(live(m)) for m in members]
-    for _ in range(600):
-        if len({m.generation for m in members}) == 1 and all(m.group_size == n for m in members):
-            break
-        await asyncio.sleep(0.05)
-    else:
-        raise SystemExit("the group did not settle")
-    for task in tasks:
-        task.cancel()
-    await asyncio.gather(*tasks, return_exceptions=True)
+    members = await join_classic(Target(host, port, ca), group, n, connect)
     return [
         frame(
             HeartbeatRequest(

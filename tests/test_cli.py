@@ -81,6 +81,18 @@ def test_console_script_is_installed() -> None:
     assert "minicoord.server.cli:main" in result.stdout
 
 
+def _serve_in_memory() -> tuple[subprocess.Popen[str], str]:
+    """`minicoord serve --port 0 --in-memory`, and its ready line."""
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "minicoord.server.cli", "serve", "--port", "0", "--in-memory"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+    )
+    assert proc.stdout is not None
+    return proc, proc.stdout.readline()
+
+
 def test_in_memory_server_binds_first_and_answers_a_client_that_connects_at_once() -> None:
     # The ready line comes before the coordinator is loaded (server/early_listen.py): a client
     # that connects on reading it waits in the backlog and is answered, and SIGTERM sent
@@ -88,15 +100,8 @@ def test_in_memory_server_binds_first_and_answers_a_client_that_connects_at_once
     import socket
     import struct
 
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "minicoord.server.cli", "serve", "--port", "0", "--in-memory"],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.DEVNULL,
-        text=True,
-    )
+    proc, line = _serve_in_memory()
     try:
-        assert proc.stdout is not None
-        line = proc.stdout.readline()
         assert line.startswith(READY_PREFIX + "127.0.0.1:")
         port = int(line.rsplit(":", 1)[1])
         with socket.create_connection(("127.0.0.1", port), timeout=10) as sock:
@@ -115,14 +120,8 @@ def test_in_memory_server_binds_first_and_answers_a_client_that_connects_at_once
 
 
 def test_sigterm_right_after_the_early_ready_line_exits_zero() -> None:
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "minicoord.server.cli", "serve", "--port", "0", "--in-memory"],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.DEVNULL,
-        text=True,
-    )
-    assert proc.stdout is not None
-    assert proc.stdout.readline().startswith(READY_PREFIX)
+    proc, line = _serve_in_memory()
+    assert line.startswith(READY_PREFIX)
     proc.send_signal(signal.SIGTERM)  # most likely while it still imports the coordinator
     proc.wait(10)
     assert proc.returncode == 0
