@@ -33,8 +33,12 @@ class HeartbeatFields:
 
 def _string(buf: bytes, pos: int, compact: bool, nullable: bool) -> tuple[str | None, int]:
     if compact:
-        n, pos = read_uvarint(buf, pos)
-        length = n - 1
+        if pos < len(buf) and buf[pos] < 0x80:  # a length under 127: one byte
+            length = buf[pos] - 1
+            pos += 1
+        else:
+            n, pos = read_uvarint(buf, pos)
+            length = n - 1
     else:
         if pos + 2 > len(buf):
             raise HeartbeatDecodeError("string length runs past the end")

@@ -71,6 +71,8 @@ def read_uvarint(buf: bytes | memoryview, pos: int) -> tuple[int, int]:
 
 
 def skip_tagged_fields(buf: bytes | memoryview, pos: int) -> int:
+    if pos < len(buf) and buf[pos] == 0:
+        return pos + 1  # no tagged fields: what nearly every request carries
     count, pos = read_uvarint(buf, pos)
     for _ in range(count):
         _tag, pos = read_uvarint(buf, pos)
