@@ -14,6 +14,7 @@ import struct
 import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from minicoord.protocol.headers import MalformedHeader, read_uvarint, skip_tagged_fields
 
@@ -44,7 +45,25 @@ def _uvarint(n: int) -> bytes:
     return bytes(out)
 
 
+# Answers to one-partition commits (nearly all of them), by version, topic, partition and
+# error: a member commits the same few partitions over and over.
+_ONE_PARTITION: dict[tuple[Any, ...], bytes] = {}
+
+
 def encode_response(version: int, topics: Sequence[TopicErrors]) -> bytes:
+    if len(topics) == 1 and len(topics[0][2]) == 1:
+        name, topic_id, ((index, error),) = topics[0]
+        key = (version, name, topic_id, index, error)
+        cached = _ONE_PARTITION.get(key)
+        if cached is None:
+            if len(_ONE_PARTITION) >= 4096:
+                _ONE_PARTITION.clear()
+            cached = _ONE_PARTITION[key] = _encode_response(version, topics)
+        return cached
+    return _encode_response(version, topics)
+
+
+def _encode_response(version: int, topics: Sequence[TopicErrors]) -> bytes:
     flexible = version >= FLEXIBLE_FROM
     parts: list[bytes] = []
     if version >= 3:
