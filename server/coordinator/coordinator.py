@@ -429,6 +429,23 @@ class GroupCoordinator:
             # Refused before anything changed: none of the effects gathered so far apply.
             return Effects().result(HeartbeatOutcome(exc.error, exc.message))
 
+    def steady_consumer_heartbeat(
+        self, now: int, group_id: str, member_id: str, epoch: int, instance_id: str | None,
+        client_id: str, client_host: str,
+    ) -> HeartbeatOutcome | None:  # fmt: skip
+        """The answer to a heartbeat that says nothing but its member id, epoch and instance
+        id, from a member reconciled to a settled group; None sends it the general way, which
+        answers such a heartbeat the same. Kafka's static checks need not run: a member with
+        this id and epoch exists only if its join passed them."""
+        if epoch <= 0 or self.partition_status:
+            return None
+        group = self.groups.groups.get(group_id)
+        if not isinstance(group, ConsumerGroup):
+            return None
+        return self.consumers.steady(
+            now, group, member_id, epoch, instance_id, client_id, client_host
+        )
+
     def consumer_group_describe(self, group_ids: list[str]) -> list[ConsumerGroupDescription]:
         out = []
         for gid in group_ids:

@@ -19,6 +19,7 @@ from minicoord.protocol import fast_consumer_group_heartbeat
 from minicoord.protocol.apis import SPECS
 from minicoord.protocol.errors import ErrorCode
 from minicoord.server.coordinator.consumer.requests import HeartbeatOutcome, HeartbeatRequest
+from minicoord.server.coordinator.results import Result
 from minicoord.server.handlers.base import EncodedResponse, Handler, RequestContext
 from minicoord.server.security import authorize
 
@@ -48,6 +49,31 @@ def handle(ctx: RequestContext, request: Any) -> Any:
     ):
         # As Kafka 4.0 (KAFKA-18813): every subscribed name needs Describe.
         return _encoded(HeartbeatOutcome(ErrorCode.TOPIC_AUTHORIZATION_FAILED, TOPIC_DENIED))
+    broker = ctx.broker
+    if (
+        request.rebalance_timeout_ms == -1
+        and request.topic_partitions is None
+        and request.subscribed_topic_names is None
+        and request.subscribed_topic_regex is None
+        and request.server_assignor is None
+        and request.rack_id is None
+    ):
+        # Most heartbeats: nothing new from a member of a settled group (see _steady).
+        steady = broker.coordinator.steady_consumer_heartbeat(
+            broker.now(),
+            request.group_id,
+            request.member_id,
+            request.member_epoch,
+            request.instance_id,
+            ctx.client_id,
+            ctx.channel.client_host,
+        )
+        if steady is not None:
+            if broker.settled(Result(steady, [], [])):
+                return _encoded(steady)
+            parked = ctx.park(_encoded)
+            broker.apply(Result(steady, [], []), parked)
+            return parked
     req = HeartbeatRequest(
         group_id=request.group_id,
         member_id=request.member_id,
@@ -62,7 +88,6 @@ def handle(ctx: RequestContext, request: Any) -> Any:
         server_assignor=request.server_assignor,
         owned=_owned(request.topic_partitions),
     )
-    broker = ctx.broker
     result = broker.coordinator.consumer_group_heartbeat(
         broker.now(), req, version, ctx.client_id, ctx.channel.client_host
     )

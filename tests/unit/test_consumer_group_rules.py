@@ -232,3 +232,33 @@ def test_offsets_of_a_consumer_group_need_the_member_epoch() -> None:
     h.hb("a", -1)
     assert h.absorb(h.coordinator.delete_groups(h.now, [GROUP])) == [E.NONE]
     assert GROUP not in h.coordinator.groups.groups
+
+
+def test_the_steady_shortcut_answers_as_the_general_path_and_only_when_it_may() -> None:
+    # The handler asks steady_consumer_heartbeat first for a heartbeat that says nothing new;
+    # whatever it answers must be what consumer_group_heartbeat answers, and None otherwise.
+    h = Harness(foo=4)
+    h.join_all(["a", "b"])
+    epoch = h.group().members["a"].epoch
+
+    def shortcut(member: str, member_epoch: int, client: str = "client-a") -> object:
+        return h.coordinator.steady_consumer_heartbeat(
+            h.now, GROUP, member, member_epoch, None, client, "/127.0.0.1"
+        )
+
+    fast = shortcut("a", epoch)
+    assert fast is not None
+    assert fast == h.hb("a", epoch)
+    session = h.group().members["a"].last_seen
+    h.tick(1_000)
+    shortcut("a", epoch)
+    assert h.group().members["a"].last_seen > session  # the session moved on
+    assert shortcut("nobody", epoch) is None
+    assert shortcut("a", epoch + 1) is None  # the general path fences it
+    assert shortcut("a", 0) is None  # a rejoin
+    assert shortcut("a", epoch, client="other-client") is None  # metadata to record
+    assert h.coordinator.steady_consumer_heartbeat(
+        h.now, "other-group", "a", epoch, None, "client-a", "/127.0.0.1"
+    ) is None  # fmt: skip
+    h.hb("c", 0)  # a newcomer: the group reconciles, so nothing is steady for now
+    assert shortcut("a", epoch) is None

@@ -177,18 +177,28 @@ class ConsumerGroupManager(MemberLifecycle):
             or req.server_assignor is not None
             or req.rack_id is not None
             or req.rebalance_timeout_ms != -1
-            or group.refresh
-            or group.epoch != group.assignment_epoch
         ):
             return None
-        member = group.members.get(req.member_id)
+        return self.steady(
+            now, group, req.member_id, req.member_epoch, req.instance_id, client_id, client_host
+        )
+
+    def steady(
+        self, now: int, group: ConsumerGroup, member_id: str, epoch: int,
+        instance_id: str | None, client_id: str, client_host: str,
+    ) -> HeartbeatOutcome | None:  # fmt: skip
+        """`_steady` for a heartbeat known to say nothing but its member id, epoch and
+        instance id: the member's session moves on, or None if it is not that simple."""
+        if group.refresh or group.epoch != group.assignment_epoch:
+            return None
+        member = group.members.get(member_id)
         if (
             member is None
-            or member.epoch != req.member_epoch
+            or member.epoch != epoch
             or member.state is not MemberState.STABLE
             or member.epoch != group.assignment_epoch
             or member.classic is not None
-            or member.instance_id != req.instance_id
+            or member.instance_id != instance_id
             or member.client_id != client_id
             or member.client_host != client_host
         ):
