@@ -16,12 +16,16 @@ import uuid
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
-from minicoord.protocol.headers import MalformedHeader, read_uvarint, skip_tagged_fields
+from minicoord.protocol.headers import (
+    MalformedHeader,
+    read_uvarint,
+    skip_tagged_fields,
+    write_uvarint,
+)
 
 _I32 = struct.Struct(">i")
 _HEAD = struct.Struct(">ih")  # throttle time, error code
 _EPOCH_INTERVAL = struct.Struct(">ii")
-_SMALL = [bytes([i]) for i in range(0x80)]
 NULL_STRUCT = b"\xff"
 PRESENT_STRUCT = b"\x01"
 
@@ -152,22 +156,11 @@ def _decode(body: bytes, version: int) -> ConsumerGroupHeartbeatFields:
     )
 
 
-def _varint(n: int) -> bytes:
-    if n < 0x80:
-        return _SMALL[n]
-    out = bytearray()
-    while n >= 0x80:
-        out.append((n & 0x7F) | 0x80)
-        n >>= 7
-    out.append(n)
-    return bytes(out)
-
-
 def _compact_string(text: str | None) -> bytes:
     if text is None:
         return b"\x00"
     raw = text.encode()
-    return _varint(len(raw) + 1) + raw
+    return write_uvarint(len(raw) + 1) + raw
 
 
 def encode_response(
@@ -190,10 +183,10 @@ def encode_response(
     else:
         topics = [(t, sorted(ps)) for t, ps in sorted(assignment.items()) if ps]
         parts.append(PRESENT_STRUCT)
-        parts.append(_varint(len(topics) + 1))
+        parts.append(write_uvarint(len(topics) + 1))
         for topic_id, partitions in topics:
             parts.append(topic_id.bytes)
-            parts.append(_varint(len(partitions) + 1))
+            parts.append(write_uvarint(len(partitions) + 1))
             parts.append(struct.pack(f">{len(partitions)}i", *partitions))
             parts.append(b"\x00")
         parts.append(b"\x00")

@@ -14,6 +14,8 @@ import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from minicoord.protocol.headers import write_uvarint
+
 FLEXIBLE_FROM = 12
 TOPIC_IDS_FROM = 13
 _ZERO_UUID = uuid.UUID(int=0)
@@ -44,17 +46,6 @@ class FetchedPartition:
 FetchedTopic = tuple[str | None, uuid.UUID | None, Sequence[FetchedPartition]]
 
 
-def _uvarint(n: int) -> bytes:
-    if n < 0x80:
-        return bytes((n,))
-    out = bytearray()
-    while n >= 0x80:
-        out.append((n & 0x7F) | 0x80)
-        n >>= 7
-    out.append(n)
-    return bytes(out)
-
-
 def encode_response(
     version: int, error: int, session_id: int, topics: Sequence[FetchedTopic]
 ) -> list[bytes]:
@@ -66,15 +57,15 @@ def encode_response(
         head += _THROTTLE_ERROR_SESSION.pack(0, error, session_id)
     else:
         head += _THROTTLE.pack(0)
-    head += _uvarint(len(topics) + 1) if flexible else _I32.pack(len(topics))
+    head += write_uvarint(len(topics) + 1) if flexible else _I32.pack(len(topics))
     for name, topic_id, partitions in topics:
         if version >= TOPIC_IDS_FROM:
             head += (topic_id or _ZERO_UUID).bytes
         else:
             raw = (name or "").encode()
-            head += _uvarint(len(raw) + 1) if flexible else _I16.pack(len(raw))
+            head += write_uvarint(len(raw) + 1) if flexible else _I16.pack(len(raw))
             head += raw
-        head += _uvarint(len(partitions) + 1) if flexible else _I32.pack(len(partitions))
+        head += write_uvarint(len(partitions) + 1) if flexible else _I32.pack(len(partitions))
         for p in partitions:
             if version >= 5:
                 head += _PARTITION_V5.pack(
@@ -86,7 +77,7 @@ def encode_response(
             if aborted is None:
                 head += b"\x00" if flexible else _I32.pack(-1)
             else:
-                head += _uvarint(len(aborted) + 1) if flexible else _I32.pack(len(aborted))
+                head += write_uvarint(len(aborted) + 1) if flexible else _I32.pack(len(aborted))
                 for producer_id, first_offset in aborted:
                     head += _ABORTED.pack(producer_id, first_offset)
                     if flexible:
@@ -94,7 +85,7 @@ def encode_response(
             if version >= 11:
                 head += _I32.pack(-1)  # preferred read replica: none
             records = p.records
-            head += _uvarint(len(records) + 1) if flexible else _I32.pack(len(records))
+            head += write_uvarint(len(records) + 1) if flexible else _I32.pack(len(records))
             if len(records) > 256:
                 parts.append(bytes(head))
                 parts.append(records)

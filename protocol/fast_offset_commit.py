@@ -16,7 +16,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from minicoord.protocol.headers import MalformedHeader, read_uvarint, skip_tagged_fields
+from minicoord.protocol.headers import (
+    MalformedHeader,
+    read_uvarint,
+    skip_tagged_fields,
+    write_uvarint,
+)
 
 _I16 = struct.Struct(">h")
 _I32 = struct.Struct(">i")
@@ -28,21 +33,9 @@ FLEXIBLE_FROM = 8
 TOPIC_IDS_FROM = 10
 _ZERO_UUID = uuid.UUID(int=0)
 
-_SMALL = [bytes([i]) for i in range(0x80)]
 
 # (topic name, topic id, [(partition index, error code)]) in request order
 TopicErrors = tuple[str | None, uuid.UUID | None, Sequence[tuple[int, int]]]
-
-
-def _uvarint(n: int) -> bytes:
-    if n < 0x80:
-        return _SMALL[n]
-    out = bytearray()
-    while n >= 0x80:
-        out.append((n & 0x7F) | 0x80)
-        n >>= 7
-    out.append(n)
-    return bytes(out)
 
 
 # Answers to one-partition commits (nearly all of them), by version, topic, partition and
@@ -68,15 +61,15 @@ def _encode_response(version: int, topics: Sequence[TopicErrors]) -> bytes:
     parts: list[bytes] = []
     if version >= 3:
         parts.append(_I32.pack(0))  # throttle time
-    parts.append(_uvarint(len(topics) + 1) if flexible else _I32.pack(len(topics)))
+    parts.append(write_uvarint(len(topics) + 1) if flexible else _I32.pack(len(topics)))
     for name, topic_id, partitions in topics:
         if version >= TOPIC_IDS_FROM:
             parts.append((topic_id or _ZERO_UUID).bytes)
         else:
             raw = (name or "").encode()
-            parts.append(_uvarint(len(raw) + 1) if flexible else struct.pack(">h", len(raw)))
+            parts.append(write_uvarint(len(raw) + 1) if flexible else struct.pack(">h", len(raw)))
             parts.append(raw)
-        parts.append(_uvarint(len(partitions) + 1) if flexible else _I32.pack(len(partitions)))
+        parts.append(write_uvarint(len(partitions) + 1) if flexible else _I32.pack(len(partitions)))
         for index, error in partitions:
             parts.append(_PARTITION.pack(index, error))
             if flexible:

@@ -70,6 +70,21 @@ def read_uvarint(buf: bytes | memoryview, pos: int) -> tuple[int, int]:
             raise MalformedHeader("varint longer than 5 bytes")
 
 
+_SMALL_UVARINTS = [bytes((i,)) for i in range(0x80)]
+
+
+def write_uvarint(n: int) -> bytes:
+    """An unsigned varint: compact lengths and counts, record frames, zig-zagged fields."""
+    if n < 0x80:
+        return _SMALL_UVARINTS[n]
+    out = bytearray()
+    while n >= 0x80:
+        out.append((n & 0x7F) | 0x80)
+        n >>= 7
+    out.append(n)
+    return bytes(out)
+
+
 def skip_tagged_fields(buf: bytes | memoryview, pos: int) -> int:
     if pos < len(buf) and buf[pos] == 0:
         return pos + 1  # no tagged fields: what nearly every request carries

@@ -17,6 +17,7 @@ from typing import Any
 
 from kafka.protocol.api_data import ApiData
 from minicoord.protocol import schemas
+from minicoord.protocol.headers import MalformedHeader, read_uvarint, write_uvarint
 
 FRAME_VERSION = 1
 RESOURCE_TOPIC = 2
@@ -73,45 +74,25 @@ WRITTEN_VERSION: dict[type, int] = {
 BY_API_KEY: dict[int, type] = {cls.json["apiKey"]: cls for cls in WRITTEN_VERSION}
 
 
-def _uvarint(n: int) -> bytes:
-    out = bytearray()
-    while n >= 0x80:
-        out.append((n & 0x7F) | 0x80)
-        n >>= 7
-    out.append(n)
-    return bytes(out)
-
-
-def _read_uvarint(data: bytes, pos: int) -> tuple[int, int]:
-    value = shift = 0
-    while True:
-        if pos >= len(data):
-            raise ValueError("varint runs past the end of the record")
-        b = data[pos]
-        pos += 1
-        value |= (b & 0x7F) << shift
-        if b < 0x80:
-            return value, pos
-        shift += 7
-        if shift > 28:
-            raise ValueError("varint longer than 5 bytes")
-
-
 def encode(record: Any) -> bytes:
     """A record's framed value, ready to append (its key is null)."""
     cls = type(record)
     version = WRITTEN_VERSION[cls]
     body = record.encode(version=version, header=False)
-    return _uvarint(FRAME_VERSION) + _uvarint(cls.json["apiKey"]) + _uvarint(version) + body
+    frame = write_uvarint(FRAME_VERSION) + write_uvarint(cls.json["apiKey"])
+    return frame + write_uvarint(version) + body
 
 
 def decode(value: bytes) -> Any:
     """A framed value back to its record; ValueError for a frame or type we do not know."""
-    frame, pos = _read_uvarint(value, 0)
+    try:
+        frame, pos = read_uvarint(value, 0)
+        api_key, pos = read_uvarint(value, pos)
+        version, pos = read_uvarint(value, pos)
+    except MalformedHeader as exc:
+        raise ValueError(str(exc)) from None
     if frame != FRAME_VERSION:
         raise ValueError(f"unknown metadata record frame version {frame}")
-    api_key, pos = _read_uvarint(value, pos)
-    version, pos = _read_uvarint(value, pos)
     cls = BY_API_KEY.get(api_key)
     if cls is None:
         raise ValueError(f"unknown metadata record type {api_key}")

@@ -17,6 +17,7 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from minicoord.protocol.headers import write_uvarint
 from minicoord.protocol.records import Record
 
 if TYPE_CHECKING:
@@ -187,14 +188,8 @@ def _builder(
 def _varint(n: int) -> bytes:
     """A zig-zag varint, as record fields are written."""
     n = (n << 1) ^ (n >> 63)
-    if n < 0x80:
-        return _SMALL_VARINTS[n]
-    out = bytearray()
-    while n >= 0x80:
-        out.append((n & 0x7F) | 0x80)
-        n >>= 7
-    out.append(n)
-    return bytes(out)
+    # Small values (most deltas and lengths) without a second call.
+    return _SMALL_VARINTS[n] if n < 0x80 else write_uvarint(n)
 
 
 _SMALL_VARINTS = [bytes([i]) for i in range(0x80)]
