@@ -169,7 +169,7 @@ class GroupCoordinator:
     def force_rebalance(self, now: int, group_id: str) -> Result[bool]:
         """A classic group rebalances; a consumer group gets a new epoch and target."""
         fx = Effects()
-        consumer = self._consumer(group_id)
+        consumer = self.consumers.group(group_id)
         if consumer is not None:
             if not consumer.members:
                 return fx.result(False)
@@ -180,7 +180,7 @@ class GroupCoordinator:
     def expire_member(self, now: int, group_id: str, member_id: str) -> Result[bool]:
         """Remove (fence) a member now, as its session timing out would."""
         fx = Effects()
-        consumer = self._consumer(group_id)
+        consumer = self.consumers.group(group_id)
         if consumer is not None:
             if member_id not in consumer.members:
                 return fx.result(False)
@@ -190,10 +190,6 @@ class GroupCoordinator:
             )
             return fx.result(True)
         return fx.result(self.groups.expire_member(fx, now, group_id, member_id))
-
-    def _consumer(self, group_id: str) -> ConsumerGroup | None:
-        group = self.groups.groups.get(group_id)
-        return group if isinstance(group, ConsumerGroup) else None
 
     # -- retention ------------------------------------------------------------------------
 
@@ -255,7 +251,7 @@ class GroupCoordinator:
         if error is not None:
             fx.reply(ticket, JoinOutcome(error, member_id=member_id))
             return fx.result(None)
-        consumer = self._consumer(group_id)
+        consumer = self.consumers.group(group_id)
         if consumer is not None:
             cfg = self.config
             if not (
@@ -327,7 +323,7 @@ class GroupCoordinator:
                 error = ErrorCode.REBALANCE_IN_PROGRESS
             fx.reply(ticket, SyncOutcome(error))
             return fx.result(None)
-        consumer = self._consumer(group_id)
+        consumer = self.consumers.group(group_id)
         if consumer is not None:
             self.mixed.sync(
                 fx,
@@ -380,7 +376,7 @@ class GroupCoordinator:
         error = self.unavailable(group_id)
         if error is not None:
             return fx.result(LeaveOutcome(error))
-        consumer = self._consumer(group_id)
+        consumer = self.consumers.group(group_id)
         if consumer is not None:
             return fx.result(self.mixed.leave(fx, now, consumer, members))
         return fx.result(self.groups.leave(fx, now, group_id, members))
@@ -439,8 +435,8 @@ class GroupCoordinator:
         this id and epoch exists only if its join passed them."""
         if epoch <= 0 or self.partition_status:
             return None
-        group = self.groups.groups.get(group_id)
-        if not isinstance(group, ConsumerGroup):
+        group = self.consumers.group(group_id)
+        if group is None:
             return None
         return self.consumers.steady(
             now, group, member_id, epoch, instance_id, client_id, client_host
@@ -470,7 +466,7 @@ class GroupCoordinator:
             error = self.unavailable(gid)
             if error is not None:
                 out.append(GroupDescription(gid, error, "", "", ""))
-            elif self._consumer(gid) is not None:
+            elif self.consumers.group(gid) is not None:
                 # The classic API does not describe consumer groups: Kafka answers "Dead".
                 out.append(
                     GroupDescription(
@@ -514,7 +510,7 @@ class GroupCoordinator:
         errors = []
         for gid in group_ids:
             error = self.unavailable(gid)
-            consumer = self._consumer(gid)
+            consumer = self.consumers.group(gid)
             if error is None and consumer is not None:
                 if consumer.members:
                     error = ErrorCode.NON_EMPTY_GROUP

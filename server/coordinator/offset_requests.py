@@ -48,10 +48,6 @@ class OffsetRequests:
         self.unavailable = unavailable
         self.partition_for = partition_for
 
-    def _consumer(self, group_id: str) -> ConsumerGroup | None:
-        group = self.groups.groups.get(group_id)
-        return group if isinstance(group, ConsumerGroup) else None
-
     def expire_offsets(self, fx: Effects, now: int) -> int:
         """Kafka's offset retention; returns how many offsets expired.
 
@@ -105,7 +101,7 @@ class OffsetRequests:
         version: int = 8,
     ) -> Result[list[ErrorCode]]:
         fx = Effects()
-        consumer = self._consumer(group_id)
+        consumer = self.consumers.group(group_id)
         if consumer is not None:
             error = self.unavailable(group_id) or _validate_consumer_commit(
                 consumer, generation_id, member_id, version
@@ -190,7 +186,7 @@ class OffsetRequests:
         error = self.unavailable(group_id)
         if error is not None:
             return error, []
-        consumer = self._consumer(group_id)
+        consumer = self.consumers.group(group_id)
         if consumer is not None and (member_id is not None or member_epoch >= 0):
             member = consumer.members.get(member_id or "")
             if member is None:
