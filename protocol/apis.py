@@ -7,6 +7,8 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+NEVER = 1 << 15  # above every version
+
 
 @dataclass(frozen=True, slots=True)
 class ApiSpec:
@@ -16,12 +18,22 @@ class ApiSpec:
     response: Any
     min_version: int
     max_version: int
+    # The first flexible version of each direction (KIP-482), read once: every request asks.
+    request_flexible_from: int = NEVER
+    response_flexible_from: int = NEVER
 
     def request_flexible(self, version: int) -> bool:
-        return bool(self.request.flexible_version_q(version))
+        return version >= self.request_flexible_from
 
     def response_flexible(self, version: int) -> bool:
-        return bool(self.response.flexible_version_q(version))
+        return version >= self.response_flexible_from
+
+
+def _flexible_from(message: Any) -> int:
+    # kafka-python's (first, last) flexible versions: (-1, -1) or None when none is, else
+    # open-ended (32767).
+    versions = message._flexible_versions
+    return versions[0] if versions is not None and versions[0] >= 0 else NEVER
 
 
 def _spec(request: Any, response: Any) -> ApiSpec:
@@ -29,7 +41,14 @@ def _spec(request: Any, response: Any) -> ApiSpec:
     # schema's own validVersions is what the field layouts are correct for.
     low, high = request._valid_versions
     return ApiSpec(
-        request.API_KEY, request.name.removesuffix("Request"), request, response, low, high
+        request.API_KEY,
+        request.name.removesuffix("Request"),
+        request,
+        response,
+        low,
+        high,
+        _flexible_from(request),
+        _flexible_from(response),
     )
 
 

@@ -114,6 +114,8 @@ def decode_request(body: bytes, version: int) -> OffsetCommitFields:
         return _decode(body, version)
     except (MalformedHeader, struct.error, IndexError) as exc:  # a read past the end
         raise OffsetCommitDecodeError(str(exc)) from exc
+    except UnicodeDecodeError as exc:
+        raise OffsetCommitDecodeError("string is not UTF-8") from exc
 
 
 def _string(buf: bytes, pos: int, compact: bool, nullable: bool) -> tuple[str | None, int]:
@@ -158,12 +160,30 @@ def _count(buf: bytes, pos: int, compact: bool) -> tuple[int, int]:
 
 def _decode(body: bytes, version: int) -> OffsetCommitFields:
     compact = version >= FLEXIBLE_FROM
-    group_id, pos = _string(body, 0, compact, False)
+    end = len(body)
+    # Compact strings shorter than 127 bytes (one length byte) are read inline below, each
+    # guarded so that anything else (a null, a long string, a length past the end) takes
+    # _string, which decides it as the generated decoder does: five calls saved per commit.
+    n = body[0]
+    if compact and 0 < n < 0x80 and n <= end:
+        group_id: str | None = str(body[1:n], "utf-8")
+        pos = n
+    else:
+        group_id, pos = _string(body, 0, compact, False)
     (generation,) = _I32.unpack_from(body, pos)
-    member_id, pos = _string(body, pos + 4, compact, False)
+    pos += 4
+    n = body[pos]
+    if compact and 0 < n < 0x80 and pos + n <= end:
+        member_id: str | None = str(body[pos + 1 : pos + n], "utf-8")
+        pos += n
+    else:
+        member_id, pos = _string(body, pos, compact, False)
     instance = None
     if version >= 7:
-        instance, pos = _string(body, pos, compact, True)
+        if compact and body[pos] == 0:
+            pos += 1  # null, as nearly every member sends it
+        else:
+            instance, pos = _string(body, pos, compact, True)
     if version <= 4:
         pos += 8  # retention time, ignored (KIP-211)
     n_topics, pos = _count(body, pos, compact)
@@ -173,15 +193,20 @@ def _decode(body: bytes, version: int) -> OffsetCommitFields:
     for _ in range(n_topics):
         name = topic_id = None
         if by_id:
-            end = pos + 16
-            if end > len(body):
+            stop = pos + 16
+            if stop > end:
                 raise OffsetCommitDecodeError("topic id runs past the end")
-            raw = body[pos:end]
+            raw = body[pos:stop]
             # As the generated codec reads it: the all-zero uuid is None.
             topic_id = uuid.UUID(bytes=bytes(raw)) if any(raw) else None
-            pos = end
+            pos = stop
         else:
-            name, pos = _string(body, pos, compact, False)
+            n = body[pos]
+            if compact and 0 < n < 0x80 and pos + n <= end:
+                name = str(body[pos + 1 : pos + n], "utf-8")
+                pos += n
+            else:
+                name, pos = _string(body, pos, compact, False)
         n_parts, pos = _count(body, pos, compact)
         partitions: list[PartitionCommit] = []
         for _ in range(n_parts):
@@ -192,7 +217,12 @@ def _decode(body: bytes, version: int) -> OffsetCommitFields:
                 index, offset = _OFFSET.unpack_from(body, pos)
                 epoch = -1
                 pos += 12
-            metadata, pos = _string(body, pos, compact, True)
+            n = body[pos]
+            if compact and n == 1:
+                metadata: str | None = ""  # what nearly every client commits
+                pos += 1
+            else:
+                metadata, pos = _string(body, pos, compact, True)
             if compact:
                 # No tagged fields (one zero byte) is what clients send.
                 pos = pos + 1 if body[pos] == 0 else skip_tagged_fields(body, pos)
@@ -200,7 +230,7 @@ def _decode(body: bytes, version: int) -> OffsetCommitFields:
         if compact:
             pos = pos + 1 if body[pos] == 0 else skip_tagged_fields(body, pos)
         topics.append(TopicCommit(name, topic_id, partitions))
-    if compact:
+    if compact and body[pos] != 0:
         skip_tagged_fields(body, pos)
     assert group_id is not None and member_id is not None
     return OffsetCommitFields(group_id, generation, member_id, instance, topics)

@@ -77,6 +77,16 @@ class FrameReader:
     def next_frame(self) -> bytes | memoryview | None:
         if self._have < 4:
             return None
+        chunks = self._chunks
+        if not self._pos and len(chunks) == 1:
+            # What nearly every read of a small request is: one chunk holding one whole
+            # frame. Taken without the general path's bookkeeping.
+            first = chunks[0]
+            (size,) = _SIZE.unpack_from(first, 0)
+            if 0 <= size < LARGE_FRAME and size <= self._max_size and size + 4 == len(first):
+                chunks.clear()
+                self._have = 0
+                return first[4:]
         size = self._size()
         end = 4 + size
         if self._have < end:

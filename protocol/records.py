@@ -53,24 +53,40 @@ _VALUE_HEAD = struct.Struct(">hqih")
 _VALUE_TAIL = struct.Struct(">q")
 
 
+# Keys of the partitions groups commit, kept: a member commits the same few partitions over
+# and over. Bounded by clearing, which only forgets the sharing.
+_KEYS: dict[tuple[str, str, int], bytes] = {}
+_EMPTY_METADATA_VALUE = struct.Struct(">hqihq")
+
+
 def offset_commit_key(group: str, topic: str, partition: int) -> bytes:
-    g = group.encode()
-    t = topic.encode()
-    return b"".join(
-        (
-            _H.pack(OFFSET_COMMIT_KEY_VERSION),
-            _H.pack(len(g)),
-            g,
-            _H.pack(len(t)),
-            t,
-            _KEY_TAIL.pack(partition),
+    ident = (group, topic, partition)
+    key = _KEYS.get(ident)
+    if key is None:
+        if len(_KEYS) >= 65536:
+            _KEYS.clear()
+        g = group.encode()
+        t = topic.encode()
+        key = _KEYS[ident] = b"".join(
+            (
+                _H.pack(OFFSET_COMMIT_KEY_VERSION),
+                _H.pack(len(g)),
+                g,
+                _H.pack(len(t)),
+                t,
+                _KEY_TAIL.pack(partition),
+            )
         )
-    )
+    return key
 
 
 def offset_commit_value(
     offset: int, leader_epoch: int, metadata: str, commit_timestamp: int
 ) -> bytes:
+    if not metadata:  # what nearly every client commits
+        return _EMPTY_METADATA_VALUE.pack(
+            OFFSET_COMMIT_VALUE_VERSION, offset, leader_epoch, 0, commit_timestamp
+        )
     m = metadata.encode()
     return b"".join(
         (

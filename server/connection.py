@@ -88,15 +88,32 @@ def _shared(value: T) -> T:
 class ParkedReply:
     """A response slot filled later, when the coordinator (or a timer) resolves it."""
 
-    __slots__ = ("_build", "_conn", "_header", "_spec", "data", "delay_ms", "observe")
+    __slots__ = (
+        "_build",
+        "_conn",
+        "_header",
+        "_response",
+        "_spec",
+        "data",
+        "delay_ms",
+        "observe",
+    )
 
     def __init__(
-        self, conn: KafkaConnection, header: RequestHeader, spec: ApiSpec, build: Callable
+        self,
+        conn: KafkaConnection,
+        header: RequestHeader,
+        spec: ApiSpec,
+        build: Callable | None,
+        response: Any = None,
     ) -> None:
         self._conn = conn
         self._header = header
         self._spec = spec
+        # `build(outcome)` makes the response; without it, the response is known already
+        # (KafkaConnection.hold), which spares a hot path a closure per request.
         self._build = build
+        self._response = response
         self.data: Answer | None = None
         # Injected latency, and the metrics hook: both set by the connection when in use.
         self.delay_ms = 0
@@ -109,7 +126,8 @@ class ParkedReply:
             delay, self.delay_ms = self.delay_ms, 0
             self._conn.broker.call_later(delay, lambda: self.resolve(outcome))
             return
-        response = self._build(outcome)
+        build = self._build
+        response = self._response if build is None else build(outcome)
         if self.observe is not None:
             self.observe(response)
         self.fill(encode_response(self._header, self._spec, response))
@@ -241,7 +259,9 @@ class KafkaConnection(asyncio.Protocol):
         self._draining = True
         try:
             while not self.closed:
-                if self._blocked():
+                queue = self._queue
+                # _blocked(), read inline: it is asked before every frame.
+                if self._write_paused or (queue is not None and len(queue) >= self._max_queued):
                     self._pause_reading()
                     return
                 try:
@@ -291,12 +311,14 @@ class KafkaConnection(asyncio.Protocol):
             return
         spec = handler.spec
         version = header.api_version
-        if not handler.supports(version):
+        # Handler.supports and ApiSpec.request_flexible, read inline: every request asks.
+        if not handler.min_version <= version <= handler.max_version:
             self._unsupported_version(handler, header)
             return
         try:
-            if spec.request_flexible(version):
-                pos = skip_tagged_fields(frame, pos)
+            if version >= spec.request_flexible_from:
+                # No tagged fields (one zero byte) is what clients send.
+                pos = pos + 1 if frame[pos] == 0 else skip_tagged_fields(frame, pos)
             if handler.decode is not None:
                 request = handler.decode(frame[pos:], version)
             else:
@@ -322,8 +344,11 @@ class KafkaConnection(asyncio.Protocol):
             out = None
             delay = 0
             cut = None
-            if broker.faults:
-                cut = broker.faults.cut(spec.key)
+            faults = broker.faults
+            # The lists read here rather than through Faults.__bool__: a Python-level call on
+            # every request for what is nearly always three empty lists.
+            if faults.fail_rules or faults.latency_rules or faults.cut_rules:
+                cut = faults.cut(spec.key)
                 if cut is not None and not cut.after_handling:
                     self.abort(f"injected fault: cut before handling {spec.name}")
                     return
@@ -442,6 +467,13 @@ class KafkaConnection(asyncio.Protocol):
         parked.observe = self._observe
         return parked
 
+    def hold(self, header: RequestHeader, spec: ApiSpec, response: Any) -> ParkedReply:
+        """A reply whose response is known now but sent only when resolved (once the records
+        it acknowledges are as durable as the flush policy says)."""
+        parked = ParkedReply(self, header, spec, None, response)
+        parked.observe = self._observe
+        return parked
+
     def _enqueue(self, slot: Answer | ParkedReply) -> None:
         """Answer now if nothing is held back and the answer is ready; else hold it in order."""
         queue = self._queue
@@ -450,7 +482,11 @@ class KafkaConnection(asyncio.Protocol):
             if data is not None:
                 self._emit(data)
                 return
-            self._queue = queue = deque()
+            # Alone and not ready (a commit waiting for its records): nothing to send yet.
+            self._queue = deque((slot,))
+            if not self.peak_pending:
+                self.peak_pending = 1
+            return
         queue.append(slot)
         if len(queue) > self.peak_pending:
             self.peak_pending = len(queue)

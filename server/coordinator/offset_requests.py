@@ -15,6 +15,7 @@ from minicoord.server.config import Config
 from minicoord.server.coordinator.classic.manager import GroupManager
 from minicoord.server.coordinator.consumer.group import ConsumerGroup
 from minicoord.server.coordinator.consumer.manager import ConsumerGroupManager
+from minicoord.server.coordinator.group import Group
 from minicoord.server.coordinator.offsets import CommittedOffset, OffsetsManager, TopicPartition
 from minicoord.server.coordinator.results import Effects, Result
 from minicoord.server.coordinator.state import GroupState
@@ -101,19 +102,21 @@ class OffsetRequests:
         version: int = 8,
     ) -> Result[list[ErrorCode]]:
         fx = Effects()
-        consumer = self.consumers.group(group_id)
-        if consumer is not None:
-            error = self.unavailable(group_id) or _validate_consumer_commit(
-                consumer, generation_id, member_id, version
-            )
-        else:
-            error = self.unavailable(group_id) or self._validate_commit(
-                now, group_id, generation_id, member_id, group_instance_id, version
-            )
+        # One lookup for both kinds: classic and consumer groups share the one dict.
+        group = self.groups.groups.get(group_id)
+        error = self.unavailable(group_id)
+        if error is None:
+            if type(group) is ConsumerGroup:
+                error = _validate_consumer_commit(group, generation_id, member_id, version)
+            else:
+                error = self._validate_commit(
+                    now, group, group_id, generation_id, member_id, group_instance_id, version
+                )
         if error is not None:
             return fx.result([error] * len(entries))
         partition = self.partition_for(group_id)
         limit = self.config.offset_metadata_max_bytes
+        commit = self.offsets.commit
         errors = []
         for e in entries:
             metadata = e.metadata or ""
@@ -123,14 +126,24 @@ class OffsetRequests:
             if len(metadata) * 2 > limit and len(metadata.encode("utf-16-le")) // 2 > limit:
                 errors.append(ErrorCode.OFFSET_METADATA_TOO_LARGE)
                 continue
-            committed = CommittedOffset(e.offset, e.leader_epoch, metadata, now)
-            self.offsets.commit(fx, partition, group_id, (e.topic, e.partition), committed)
+            commit(
+                fx,
+                partition,
+                group_id,
+                e.topic,
+                e.partition,
+                e.offset,
+                e.leader_epoch,
+                metadata,
+                now,
+            )
             errors.append(ErrorCode.NONE)
         return fx.result(errors)
 
     def _validate_commit(
         self,
         now: int,
+        group: Group | None,
         group_id: str,
         generation_id: int,
         member_id: str,
@@ -138,7 +151,6 @@ class OffsetRequests:
         version: int,
     ) -> ErrorCode | None:
         groups = self.groups
-        group = groups.groups.get(group_id)
         if group is None:
             if generation_id >= 0:
                 # A generation (v9+: member epoch) of a group this coordinator does not know.

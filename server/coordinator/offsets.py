@@ -29,21 +29,25 @@ class OffsetsManager:
         fx: Effects,
         partition: int,
         group_id: str,
-        tp: TopicPartition,
-        committed: CommittedOffset,
+        topic: str,
+        index: int,
+        offset: int,
+        leader_epoch: int,
+        metadata: str,
+        now: int,
     ) -> None:
-        self.offsets.setdefault(group_id, {})[tp] = committed
-        fx.persist(
-            partition,
-            Record(
-                offset_commit_key(group_id, tp[0], tp[1]),
-                offset_commit_value(
-                    committed.offset,
-                    committed.leader_epoch,
-                    committed.metadata,
-                    committed.commit_timestamp,
+        group = self.offsets.get(group_id)
+        if group is None:
+            group = self.offsets[group_id] = {}
+        group[(topic, index)] = CommittedOffset(offset, leader_epoch, metadata, now)
+        fx.records.append(
+            (
+                partition,
+                Record(
+                    offset_commit_key(group_id, topic, index),
+                    offset_commit_value(offset, leader_epoch, metadata, now),
                 ),
-            ),
+            )
         )
 
     def restore(self, group_id: str, tp: TopicPartition, committed: CommittedOffset) -> None:

@@ -42,6 +42,8 @@ class Channel(Protocol):
 
     def park(self, header: RequestHeader, spec: ApiSpec, build: Callable[[Any], Any]) -> Parked: ...
 
+    def hold(self, header: RequestHeader, spec: ApiSpec, response: Any) -> Parked: ...
+
     def abort(self, reason: str) -> None:
         """Close the connection, logging why (acks=0 produce failures)."""
 
@@ -68,6 +70,10 @@ class RequestContext:
     def park(self, build: Callable[[Any], Any]) -> Parked:
         """A reply sent once `resolve(outcome)` is called; `build(outcome)` makes the response."""
         return self.channel.park(self.header, self.spec, build)
+
+    def hold(self, response: Any) -> Parked:
+        """A reply with `response` decided now, sent once `resolve` is called."""
+        return self.channel.hold(self.header, self.spec, response)
 
 
 HandleFn = Callable[[RequestContext, Any], Any]

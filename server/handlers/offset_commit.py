@@ -15,6 +15,7 @@ from minicoord.protocol import fast_offset_commit
 from minicoord.protocol.apis import SPECS
 from minicoord.protocol.errors import ErrorCode
 from minicoord.server.coordinator.offset_requests import OffsetCommitEntry
+from minicoord.server.coordinator.results import Result
 from minicoord.server.handlers.base import EncodedResponse, Handler, RequestContext
 from minicoord.server.security import authorize
 from minicoord.server.security.acls import ResourceType
@@ -24,21 +25,72 @@ TOPIC = ResourceType.TOPIC
 
 
 def handle(ctx: RequestContext, request: Any) -> Any:
+    broker = ctx.broker
+    topics = request.topics
+    if len(topics) == 1 and broker.authorizer is None:
+        return _one_topic(ctx, request, topics[0])
+    return _any(ctx, request)
+
+
+def _one_topic(ctx: RequestContext, request: Any, t: Any) -> Any:
+    """Nearly every commit: one topic, no ACLs. The rules of `_any`, without its per-topic
+    bookkeeping; any partition this cannot commit (an unknown topic or partition) sends the
+    request the general way."""
+    version = ctx.version
+    broker = ctx.broker
+    known = broker.topics.by_id(t.topic_id) if version >= 10 else broker.topics.get(t.name)
+    partitions = t.partitions
+    if known is None or not partitions:
+        return _any(ctx, request)
+    name = known.name
+    count = known.partitions
+    with_epoch = version >= 6
+    entries = []
+    for p in partitions:
+        index = p.partition_index
+        if not 0 <= index < count:
+            return _any(ctx, request)
+        entries.append(
+            OffsetCommitEntry(
+                name,
+                index,
+                p.committed_offset,
+                p.committed_leader_epoch if with_epoch else -1,
+                p.committed_metadata,
+            )
+        )
+    result = broker.coordinator.commit_offsets(
+        broker.now(),
+        request.group_id,
+        request.generation_id_or_member_epoch,
+        request.member_id,
+        request.group_instance_id if version >= 7 else None,
+        entries,
+        version,
+    )
+    errors = result.value
+    answer = [(p.partition_index, error) for p, error in zip(partitions, errors, strict=True)]
+    body = fast_offset_commit.encode_response(version, [(t.name, t.topic_id, answer)])
+    return _answer(ctx, EncodedResponse(body, 0), result)
+
+
+def _any(ctx: RequestContext, request: Any) -> Any:
     version = ctx.version
     broker = ctx.broker
     registry = broker.topics
     by_id = version >= 10
-    # Per request partition: the error decided here, or None to take the coordinator's.
-    slots: list[tuple[Any, Any, list[ErrorCode | None]]] = []
+    missing = ErrorCode.UNKNOWN_TOPIC_ID if by_id else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+    # Per request topic: its partitions' errors decided here, None where the coordinator's
+    # decides.
+    slots: list[tuple[Any, list[ErrorCode | None]]] = []
     entries: list[OffsetCommitEntry] = []
     # With ACLs, Kafka wants Read on the group (else every partition fails) and Read on each
     # topic, checked before whether the topic exists.
     checked = broker.authorizer is not None
     group_denied = checked and authorize.group_denied(ctx, request.group_id)
+    with_epoch = version >= 6
     for t in request.topics:
         known = registry.by_id(t.topic_id) if by_id else registry.get(t.name)
-        missing = ErrorCode.UNKNOWN_TOPIC_ID if by_id else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
-        decided: list[ErrorCode | None] = []
         if checked:
             name = known.name if by_id and known is not None else t.name
             if group_denied:
@@ -48,8 +100,9 @@ def handle(ctx: RequestContext, request: Any) -> Any:
             else:
                 refusal = None
             if refusal is not None:
-                slots.append((t, known, [refusal] * len(t.partitions)))
+                slots.append((t, [refusal] * len(t.partitions)))
                 continue
+        decided: list[ErrorCode | None] = []
         for p in t.partitions:
             if known is None or not 0 <= p.partition_index < known.partitions:
                 decided.append(missing)
@@ -60,42 +113,51 @@ def handle(ctx: RequestContext, request: Any) -> Any:
                     known.name,
                     p.partition_index,
                     p.committed_offset,
-                    p.committed_leader_epoch if version >= 6 else -1,
+                    p.committed_leader_epoch if with_epoch else -1,
                     p.committed_metadata,
                 )
             )
-        slots.append((t, known, decided))
+        slots.append((t, decided))
 
-    def build(errors: list[ErrorCode]) -> Any:
-        coordinator_errors = iter(errors)
-        topics = [
-            (
-                t.name,
-                t.topic_id,
-                [
-                    (p.partition_index, error if error is not None else next(coordinator_errors))
-                    for p, error in zip(t.partitions, decided, strict=True)
-                ],
-            )
-            for t, _known, decided in slots
-        ]
-        # Packed by hand (byte-equal to the generated encoder, see its tests): the answer
-        # to every commit, built without a message object per partition.
-        return EncodedResponse(fast_offset_commit.encode_response(version, topics), 0)
+    result = None
+    if entries:
+        result = broker.coordinator.commit_offsets(
+            broker.now(),
+            request.group_id,
+            request.generation_id_or_member_epoch,
+            request.member_id,
+            request.group_instance_id if version >= 7 else None,
+            entries,
+            version,
+        )
+        coordinator_errors = iter(result.value)
+    topics = [
+        (
+            t.name,
+            t.topic_id,
+            [
+                (p.partition_index, error if error is not None else next(coordinator_errors))
+                for p, error in zip(t.partitions, decided, strict=True)
+            ],
+        )
+        for t, decided in slots
+    ]
+    # Packed by hand (byte-equal to the generated encoder, see its tests): the answer to
+    # every commit, built without a message object per partition.
+    response = EncodedResponse(fast_offset_commit.encode_response(version, topics), 0)
+    if result is None:
+        # Every partition refused here: nothing written, nothing to wait for.
+        return response
+    return _answer(ctx, response, result)
 
-    if not entries:
-        return build([])
+
+def _answer(ctx: RequestContext, response: EncodedResponse, result: Result[Any]) -> Any:
+    broker = ctx.broker
+    if broker.settled(result):
+        # Nothing written (the group refused the commit) behind an idle log.
+        return response
     # The answer waits for the commit's records to be as durable as the flush policy says.
-    parked = ctx.park(build)
-    result = broker.coordinator.commit_offsets(
-        broker.now(),
-        request.group_id,
-        request.generation_id_or_member_epoch,
-        request.member_id,
-        request.group_instance_id if version >= 7 else None,
-        entries,
-        version,
-    )
+    parked = ctx.hold(response)
     broker.apply(result, parked)
     return parked
 

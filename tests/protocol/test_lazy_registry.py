@@ -75,3 +75,12 @@ def test_a_registry_of_given_handlers_serves_and_advertises_only_those() -> None
     assert registry.versions() == [(8, 2, 10), (12, 0, 4)]
     assert [a.api_key for a in registry.api_versions()] == [8, 12]
     assert list(registry) == [commit, heartbeat]
+
+
+@pytest.mark.parametrize("key", sorted(SOURCES))
+def test_flexible_versions_are_read_as_kafka_python_reads_them(key: int) -> None:
+    # ApiSpec keeps the first flexible version instead of asking the classes per request.
+    spec = SPECS[key]
+    for version in range(0, spec.max_version + 2):
+        assert spec.request_flexible(version) == bool(spec.request.flexible_version_q(version))
+        assert spec.response_flexible(version) == bool(spec.response.flexible_version_q(version))
