@@ -178,3 +178,44 @@ def test_damaged_requests_are_refused_unless_the_generated_codec_reads_them_the_
         # The generated decoder reads past the end of a truncated string without complaint;
         # the fast one may refuse those, but never a well-formed request.
         assert bytes(slow.encode()) != raw, "a well-formed request was refused"  # type: ignore[attr-defined]
+
+
+# -- the one-partition shape nearly every commit has (read by its own short path) ----------
+
+one_partition = st.tuples(st.text(max_size=20), int32, st.integers(-(2**63), 2**63 - 1), int32)
+
+
+@given(st.integers(8, 9), st.text(max_size=30), int32, st.text(max_size=60), one_partition)
+def test_one_partition_commits_read_as_the_generated_codec_reads_them(  # type: ignore[no-untyped-def]
+    version, group, gen, member, partition
+) -> None:
+    name, index, offset, epoch = partition
+    body = _encoded(version, group, gen, member, None, [(name, None, [(index, offset, epoch, "")])])
+    slow = _generated(body, version)
+    assert slow is not None
+    assert _fields(decode_request(body, version), version) == _fields(slow, version)
+
+
+@given(
+    st.integers(8, 9), st.text(max_size=30), st.text(max_size=60), one_partition,
+    st.integers(0, 200), st.integers(0, 255), st.booleans(),
+)  # fmt: skip
+def test_damaged_one_partition_commits_are_refused_or_read_the_same(  # type: ignore[no-untyped-def]
+    version, group, member, partition, where, byte, truncate
+) -> None:
+    name, index, offset, epoch = partition
+    data = [(name, None, [(index, offset, epoch, "")])]
+    body = bytearray(_encoded(version, group, 7, member, None, data))
+    where %= len(body)
+    if truncate:
+        del body[where:]
+    else:
+        body[where] = byte
+    raw = bytes(body)
+    slow = _generated(raw, version)
+    try:
+        fast = decode_request(raw, version)
+    except OffsetCommitDecodeError:
+        return
+    assert slow is not None
+    assert _fields(fast, version) == _fields(slow, version)
