@@ -74,6 +74,17 @@ class FrameReader:
                 break
         return bytes(out)
 
+    def whole(self, data: bytes) -> bytes | None:
+        """The frame `data` is, when nothing is buffered and `data` is exactly one frame small
+        enough to hand out as bytes (what nearly every read of a request is); else `data` is
+        buffered, for `next_frame`, and None returned."""
+        if not self._have and len(data) >= 4:
+            (size,) = _SIZE.unpack_from(data, 0)
+            if size + 4 == len(data) and 0 <= size < LARGE_FRAME and size <= self._max_size:
+                return data[4:]
+        self.append(data)
+        return None
+
     def next_frame(self) -> bytes | memoryview | None:
         if self._have < 4:
             return None

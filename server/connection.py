@@ -47,6 +47,7 @@ log = logging.getLogger("minicoord.connection")
 T = TypeVar("T")
 
 _SIZE = struct.Struct(">i")
+_SIZE_CORRELATION = struct.Struct(">ii")
 API_VERSIONS_KEY = 18
 # SaslHandshake, SaslAuthenticate, AlterUserScramCredentials.
 _SECRET_APIS = frozenset((17, 36, 51))
@@ -63,7 +64,12 @@ def encode_response(header: RequestHeader, spec: ApiSpec, response: Any) -> Answ
     body = response.body if type(response) is EncodedResponse else response.encode(version=version)
     # ApiVersions answers with header v0 at every version, so that a client which does not
     # yet know our versions can always read it (KIP-511).
-    flexible = spec.key != API_VERSIONS_KEY and spec.response_flexible(version)
+    flexible = version >= spec.response_flexible_from and spec.key != API_VERSIONS_KEY
+    if type(body) is bytes:
+        # Size and header (response_header's layout) in one pack: every answer passes here.
+        if flexible:
+            return _SIZE_CORRELATION.pack(len(body) + 5, header.correlation_id) + b"\x00" + body
+        return _SIZE_CORRELATION.pack(len(body) + 4, header.correlation_id) + body
     head = response_header(header.correlation_id, flexible)
     if type(body) is list:
         size = len(head) + sum(len(part) for part in body)
@@ -228,7 +234,15 @@ class KafkaConnection(asyncio.Protocol):
 
     def data_received(self, data: bytes) -> None:
         self.last_activity = time.monotonic()
-        self._reader.append(data)
+        if self._queue is None and not self._write_paused and not self._draining:
+            frame = self._reader.whole(data)
+            if frame is not None:
+                # Nearly every read: one request, nothing held back. Its answer (if ready)
+                # is written at once; there is nothing to cork it with.
+                self._dispatch(frame)
+                return
+        else:
+            self._reader.append(data)
         # One write for everything this read is answered with at once: a client that
         # pipelines (or many members sharing a connection) costs one send, not one per answer.
         self._corked = corked = []
@@ -498,7 +512,10 @@ class KafkaConnection(asyncio.Protocol):
         self.last_activity = time.monotonic()
         corked = self._corked
         if corked is None:
-            self._write(data if type(data) is list else [data])  # type: ignore[list-item]
+            if type(data) is list:
+                self._write(data)
+            else:
+                self.transport.write(data)
             return
         if type(data) is list:
             corked.extend(data)

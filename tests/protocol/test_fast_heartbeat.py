@@ -64,3 +64,34 @@ def test_null_group_id_is_refused(version: int) -> None:
     body = (b"\xff\xff" if version < 4 else b"\x00") + b"\x00\x00\x00\x01" + b"\x00\x01m"
     with pytest.raises(HeartbeatDecodeError):
         decode_request(body, version)
+
+
+short = st.text(max_size=40)
+
+
+@given(short, st.integers(-(2**31), 2**31 - 1), short, st.integers(0, 120), st.integers(0, 255))
+def test_v4_heartbeats_damaged_anywhere_are_refused_or_read_the_same(
+    group: str, generation: int, member: str, where: int, byte: int
+) -> None:
+    # v4 heartbeats without an instance id take a short path of their own; whatever it
+    # accepts, the generated codec must read the same.
+    request = HeartbeatRequest(
+        version=4, group_id=group, generation_id=generation, member_id=member,
+        group_instance_id=None,
+    )  # fmt: skip
+    intact = bytes(request.encode())
+    fast = decode_request(intact, 4)
+    assert (fast.group_id, fast.generation_id, fast.member_id, fast.group_instance_id) == (
+        group, generation, member, None,
+    )  # fmt: skip
+    damaged = bytearray(intact)
+    damaged[where % len(damaged)] = byte
+    for raw in (bytes(damaged), intact[: where % len(intact)]):
+        try:
+            fast = decode_request(raw, 4)
+        except (HeartbeatDecodeError, ValueError):
+            continue
+        slow = HeartbeatRequest.decode(raw, version=4)
+        assert (fast.group_id, fast.generation_id, fast.member_id, fast.group_instance_id) == (
+            slow.group_id, slow.generation_id, slow.member_id, slow.group_instance_id,
+        )  # fmt: skip

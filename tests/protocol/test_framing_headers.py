@@ -38,6 +38,40 @@ def test_any_chunking_yields_the_same_frames(payloads: list[bytes], chunk: int) 
     assert got == payloads
 
 
+@given(st.lists(st.binary(max_size=50), max_size=10), st.integers(min_value=1, max_value=60))
+def test_whole_reads_yield_the_same_frames_as_the_general_path(
+    payloads: list[bytes], chunk: int
+) -> None:
+    # A read that is exactly one frame is handed out by `whole`; any other read is buffered
+    # for `next_frame`. Mixed, they must cut the stream as the general path alone does.
+    reader = FrameReader(100)
+    data = b"".join(frame(p) for p in payloads)
+    got: list[bytes] = []
+    reads = [frame(p) for p in payloads[:2]] + [
+        data[i : i + chunk]
+        for i in range(sum(len(frame(p)) for p in payloads[:2]), len(data), chunk)
+    ]
+    for read in reads:
+        whole = reader.whole(read)
+        if whole is not None:
+            got.append(whole)
+        while (f := reader.next_frame()) is not None:
+            got.append(bytes(f))
+    assert got == payloads
+    assert reader.buffered == 0
+
+
+def test_whole_leaves_oversized_and_negative_frames_to_the_general_path() -> None:
+    for bad, error in (
+        (struct.pack(">i", 1025), FrameTooLarge),
+        (struct.pack(">i", -5) + b"x", NegativeFrameSize),
+    ):
+        reader = FrameReader(1024)
+        assert reader.whole(bad + b"\0" * 3) is None
+        with pytest.raises(error):
+            reader.next_frame()
+
+
 def test_oversized_frame_is_refused_from_its_length_alone() -> None:
     reader = FrameReader(1024)
     with pytest.raises(FrameTooLarge) as info:
