@@ -46,14 +46,23 @@ _ONE_PARTITION: dict[tuple[Any, ...], bytes] = {}
 def encode_response(version: int, topics: Sequence[TopicErrors]) -> bytes:
     if len(topics) == 1 and len(topics[0][2]) == 1:
         name, topic_id, ((index, error),) = topics[0]
-        key = (version, name, topic_id, index, error)
-        cached = _ONE_PARTITION.get(key)
-        if cached is None:
-            if len(_ONE_PARTITION) >= 4096:
-                _ONE_PARTITION.clear()
-            cached = _ONE_PARTITION[key] = _encode_response(version, topics)
-        return cached
+        return encode_one(version, name, topic_id, index, error)
     return _encode_response(version, topics)
+
+
+def encode_one(
+    version: int, name: str | None, topic_id: uuid.UUID | None, index: int, error: int
+) -> bytes:
+    """The answer to a one-partition commit: `encode_response` of one topic, one partition."""
+    key = (version, name, topic_id, index, error)
+    cached = _ONE_PARTITION.get(key)
+    if cached is None:
+        if len(_ONE_PARTITION) >= 4096:
+            _ONE_PARTITION.clear()
+        cached = _ONE_PARTITION[key] = _encode_response(
+            version, [(name, topic_id, [(index, error)])]
+        )
+    return cached
 
 
 def _encode_response(version: int, topics: Sequence[TopicErrors]) -> bytes:

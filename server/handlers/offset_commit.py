@@ -69,8 +69,11 @@ def _one_topic(ctx: RequestContext, request: Any, t: Any) -> Any:
         version,
     )
     errors = result.value
-    answer = [(p.partition_index, error) for p, error in zip(partitions, errors, strict=True)]
-    body = fast_offset_commit.encode_response(version, [(t.name, t.topic_id, answer)])
+    if len(errors) == 1:
+        body = fast_offset_commit.encode_one(version, t.name, t.topic_id, index, errors[0])
+    else:
+        answer = [(p.partition_index, e) for p, e in zip(partitions, errors, strict=True)]
+        body = fast_offset_commit.encode_response(version, [(t.name, t.topic_id, answer)])
     return _answer(ctx, EncodedResponse(body, 0), result)
 
 
