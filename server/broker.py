@@ -73,7 +73,9 @@ class Broker:
         clock: Callable[[], int] = wall_clock_ms,
     ) -> None:
         self.config = config
-        self.clock = clock
+        # The clock itself, called as `now()`: a method around it would cost every request a
+        # second call.
+        self.now: Callable[[], int] = clock
         self.logs = logs if logs is not None else LogManager(None)
         # One timer queue for the coordinator and the data path, fired from one loop timer.
         self.timers = TimerQueue()
@@ -114,9 +116,6 @@ class Broker:
         self.coordinator.start(self.now())
         self._schedule_retention(self.now())
         self._arm_timer()
-
-    def now(self) -> int:
-        return self.clock()
 
     # -- cluster metadata -------------------------------------------------------------------
 
@@ -318,7 +317,13 @@ class Broker:
     def _arm_timer(self) -> None:
         if self._loop is None:
             return
-        deadline = self.timers.next_deadline()
+        timers = self.timers
+        if self._timer_at is not None and not timers.changed:
+            # Nothing scheduled or cancelled since the armed wake-up was set: it is still the
+            # earliest. (Every request that writes or parks passes here.)
+            return
+        timers.changed = False
+        deadline = timers.next_deadline()
         if deadline is None:
             return
         if self._timer_at is not None and self._timer_at <= deadline:

@@ -16,7 +16,7 @@ TimerCallback = Callable[[int], Any]
 
 
 class TimerQueue:
-    __slots__ = ("_heap", "_live", "_seq")
+    __slots__ = ("_heap", "_live", "_seq", "changed")
 
     def __init__(self) -> None:
         # One entry per scheduling, [deadline, seq, key, callback, args], in the heap and (while
@@ -27,6 +27,9 @@ class TimerQueue:
         self._heap: list[list[Any]] = []
         self._live: dict[Hashable, list[Any]] = {}
         self._seq = itertools.count()
+        # Set by every schedule and cancel; the shell clears it when it re-reads the earliest
+        # deadline, so it knows when it need not.
+        self.changed = False
 
     def schedule(
         self,
@@ -45,6 +48,7 @@ class TimerQueue:
             _retire(old)
         self._live[key] = entry
         heapq.heappush(self._heap, entry)
+        self.changed = True
         # Superseded entries pile up when one key is rescheduled often; rebuild before they
         # dominate the heap.
         if len(self._heap) > 64 and len(self._heap) > 4 * len(self._live):
@@ -55,6 +59,7 @@ class TimerQueue:
         entry = self._live.pop(key, None)
         if entry is not None:
             _retire(entry)
+            self.changed = True
 
     def deadline_of(self, key: Hashable) -> int | None:
         entry = self._live.get(key)
