@@ -69,7 +69,10 @@ def handle(ctx: RequestContext, request: Any) -> Any:
             ctx.channel.client_host,
         )
         if steady is not None:
-            if broker.settled(Result(steady, [], [])):
+            # It wrote nothing: answered now unless records of earlier requests are still on
+            # their way (what `settled` says, without a Result made per heartbeat to ask).
+            if not broker.busy:
+                broker.rearm()  # its session timer may have been set
                 return _encoded(steady)
             parked = ctx.park(_encoded)
             broker.apply(Result(steady, [], []), parked)
