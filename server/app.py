@@ -91,7 +91,8 @@ class Server:
         self._initial_topics = list(topics)
         # Parsed now, so that a bad spec fails before anything listens (InvalidAcl).
         self._initial_acls = [parse_acl(a) for a in acls]
-        self._servers: list[asyncio.base_events.Server] = []
+        # asyncio Servers, and TlsServers for TLS listeners.
+        self._servers: list[Any] = []
         # Bound already, one per listener (server/early_listen.py): served, not bound again.
         self._sockets = sockets
         self._tasks: list[asyncio.Task[None]] = []
@@ -183,18 +184,21 @@ class Server:
             for i, (lst, (factory, ssl_context)) in enumerate(
                 zip(self.listeners, factories, strict=True)
             ):
-                if self._sockets is not None:
-                    server = await loop.create_server(
-                        factory, sock=self._sockets[i], backlog=1024, ssl=ssl_context
+                server: Any
+                if ssl_context is not None:
+                    from minicoord.server.security.tls import TlsServer, listening_socket
+
+                    sock = (
+                        self._sockets[i]
+                        if self._sockets is not None
+                        else listening_socket(lst.host, lst.port)
                     )
+                    server = TlsServer(sock, factory, ssl_context)
+                elif self._sockets is not None:
+                    server = await loop.create_server(factory, sock=self._sockets[i], backlog=1024)
                 else:
                     server = await loop.create_server(
-                        factory,
-                        lst.host or None,
-                        lst.port,
-                        reuse_address=True,
-                        backlog=1024,
-                        ssl=ssl_context,
+                        factory, lst.host or None, lst.port, reuse_address=True, backlog=1024
                     )
                 self._servers.append(server)
                 # With port 0 the OS picked one: report what we actually bound.

@@ -8,9 +8,13 @@ builder names it: "User:" + the subject DN in RFC 2253 form ("User:CN=client,O=m
 
 from __future__ import annotations
 
+import asyncio
+import logging
 import os
+import socket
 import ssl
 import tempfile
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from minicoord.server.config import ConfigError
@@ -18,6 +22,8 @@ from minicoord.server.security.listeners import Listener, setting
 
 if TYPE_CHECKING:
     from minicoord.server.config import Config
+
+log = logging.getLogger("minicoord.connection")
 
 _CLIENT_AUTH = {
     "none": ssl.CERT_NONE,
@@ -99,3 +105,89 @@ def principal_of(ssl_object: ssl.SSLObject | ssl.SSLSocket | None) -> str | None
 
     subject = x509.load_der_x509_certificate(der).subject
     return "User:" + subject.rfc4514_string()
+
+
+class TlsServer:
+    """A TLS listener that accepts its connections itself and awaits each one's handshake.
+
+    The event loop's TLS server drops a failed handshake (a client that does not speak TLS,
+    a missing or untrusted client certificate, a client gone mid-way) without a word. Here
+    each accepted socket is handed to the loop's own TLS transport with
+    `connect_accepted_socket`, which reports how its handshake ended, so such a client is
+    closed with a log line naming it and the reason. Quacks as an asyncio Server for the app:
+    `sockets`, `close()`, `wait_closed()`.
+    """
+
+    def __init__(
+        self,
+        sock: socket.socket,
+        factory: Callable[[], asyncio.Protocol],
+        context: ssl.SSLContext,
+    ) -> None:
+        sock.setblocking(False)
+        self.sockets = [sock]
+        self._factory = factory
+        self._context = context
+        self._handshakes: set[asyncio.Task[None]] = set()
+        self._accepting = asyncio.get_running_loop().create_task(self._accept())
+
+    async def _accept(self) -> None:
+        loop = asyncio.get_running_loop()
+        listening = self.sockets[0]
+        while True:
+            try:
+                client, address = await loop.sock_accept(listening)
+            except OSError as exc:  # out of file descriptors, say: keep serving the others
+                log.warning("TLS listener %s: accept failed: %s", listening.getsockname(), exc)
+                await asyncio.sleep(0.1)
+                continue
+            client.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            task = loop.create_task(self._handshake(client, address))
+            self._handshakes.add(task)
+            task.add_done_callback(self._handshakes.discard)
+
+    async def _handshake(self, client: socket.socket, address: tuple[str, int]) -> None:
+        try:
+            await asyncio.get_running_loop().connect_accepted_socket(
+                self._factory, client, ssl=self._context
+            )
+        except (TimeoutError, OSError) as exc:
+            log.warning(
+                "closing connection from %s:%d: TLS handshake failed: %s",
+                address[0],
+                address[1],
+                _why(exc),
+            )
+            client.close()
+
+    def close(self) -> None:
+        self._accepting.cancel()
+        for handshake in list(self._handshakes):
+            handshake.cancel()  # the loop closes a transport whose handshake is cancelled
+        self.sockets[0].close()
+
+    async def wait_closed(self) -> None:
+        await asyncio.gather(self._accepting, *self._handshakes, return_exceptions=True)
+
+
+def listening_socket(host: str | None, port: int) -> socket.socket:
+    """A TCP socket listening on host:port (every address when host is empty)."""
+    if host:
+        return socket.create_server((host, port), backlog=1024)
+    if socket.has_dualstack_ipv6():
+        return socket.create_server(
+            ("", port), family=socket.AF_INET6, backlog=1024, dualstack_ipv6=True
+        )
+    return socket.create_server(("", port), backlog=1024)
+
+
+def _why(exc: BaseException) -> str:
+    if isinstance(exc, ssl.SSLError):
+        # e.g. WRONG_VERSION_NUMBER (not TLS), PEER_DID_NOT_RETURN_A_CERTIFICATE,
+        # CERTIFICATE_VERIFY_FAILED
+        return exc.reason or str(exc)
+    if isinstance(exc, ConnectionResetError | BrokenPipeError):
+        return "the client closed the connection"
+    if isinstance(exc, TimeoutError) or "taking longer" in str(exc):
+        return "no handshake within 60 s"
+    return str(exc) or type(exc).__name__

@@ -6,6 +6,7 @@ from __future__ import annotations
 import logging
 import ssl
 import struct
+import time
 from collections.abc import Iterator
 
 import pytest
@@ -37,6 +38,10 @@ def _no_secret_logged(caplog: pytest.LogCaptureFixture) -> None:
         for text in (record.getMessage(), json_format.format(record)):
             for secret in secrets:
                 assert secret not in text, f"{secret!r} logged: {text}"
+
+
+def _messages(caplog: pytest.LogCaptureFixture) -> list[str]:
+    return [r.getMessage() for r in list(caplog.records)]
 
 
 def _authenticated(server: EmbeddedServer, certs: CertFiles) -> Raw:
@@ -131,6 +136,16 @@ def test_every_refusal_and_the_bystander_keeps_being_served(
     closing = [r.getMessage() for r in caplog.records if "closing connection" in r.getMessage()]
     assert any("Invalid username or password" in line for line in closing), closing
     assert any("Unexpected Kafka request of type Metadata" in line for line in closing), closing
+    # Each refused TLS handshake is a log line naming the client and why (the event loop's
+    # own TLS server would have dropped them without one).
+    reasons = ("WRONG_VERSION_NUMBER", "CERTIFICATE_VERIFY_FAILED", "PEER_DID_NOT_RETURN")
+    for _ in range(100):  # the server thread logs them as it gets to them: wait, bounded
+        tls = [line for line in _messages(caplog) if "TLS handshake failed" in line]
+        if all(any(reason in line for line in tls) for reason in reasons):
+            break
+        time.sleep(0.05)
+    for reason in reasons:
+        assert any(reason in line and "from 127.0.0.1:" in line for line in tls), (reason, tls)
 
 
 def test_a_wrong_password_reaches_confluent_kafka_as_an_authentication_error(
