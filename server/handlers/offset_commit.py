@@ -14,6 +14,7 @@ from typing import Any
 from minicoord.protocol import fast_offset_commit
 from minicoord.protocol.apis import SPECS
 from minicoord.protocol.errors import ErrorCode
+from minicoord.protocol.fast_offset_commit import OneCommit
 from minicoord.server.coordinator.offset_requests import OffsetCommitEntry
 from minicoord.server.coordinator.results import Result
 from minicoord.server.handlers.base import EncodedResponse, Handler, RequestContext
@@ -25,55 +26,35 @@ TOPIC = ResourceType.TOPIC
 
 
 def handle(ctx: RequestContext, request: Any) -> Any:
-    broker = ctx.broker
-    topics = request.topics
-    if len(topics) == 1 and broker.authorizer is None:
-        return _one_topic(ctx, request, topics[0])
+    if type(request) is OneCommit and ctx.broker.authorizer is None:
+        return _one_partition(ctx, request)
     return _any(ctx, request)
 
 
-def _one_topic(ctx: RequestContext, request: Any, t: Any) -> Any:
-    """Nearly every commit: one topic, no ACLs. The rules of `_any`, without its per-topic
-    bookkeeping; any partition this cannot commit (an unknown topic or partition) sends the
-    request the general way."""
+def _one_partition(ctx: RequestContext, request: OneCommit) -> Any:
+    """Nearly every commit: one partition of one topic, no ACLs. The rules of `_any`
+    without its bookkeeping; a partition this cannot commit (an unknown topic or partition)
+    sends the request the general way."""
     version = ctx.version
     broker = ctx.broker
-    known = broker.topics.by_id(t.topic_id) if version >= 10 else broker.topics.get(t.name)
-    partitions = t.partitions
-    if known is None or not partitions:
+    known = broker.topics.get(request.name)
+    index = request.partition_index
+    if known is None or not 0 <= index < known.partitions:
         return _any(ctx, request)
-    name = known.name
-    count = known.partitions
-    with_epoch = version >= 6
-    entries = []
-    for p in partitions:
-        index = p.partition_index
-        if not 0 <= index < count:
-            return _any(ctx, request)
-        entries.append(
-            OffsetCommitEntry(
-                name,
-                index,
-                p.committed_offset,
-                p.committed_leader_epoch if with_epoch else -1,
-                p.committed_metadata,
-            )
-        )
+    entry = OffsetCommitEntry(
+        known.name, index, request.committed_offset, request.committed_leader_epoch, ""
+    )
     result = broker.coordinator.commit_offsets(
         broker.now(),
         request.group_id,
         request.generation_id_or_member_epoch,
         request.member_id,
-        request.group_instance_id if version >= 7 else None,
-        entries,
+        None,
+        [entry],
         version,
     )
-    errors = result.value
-    if len(errors) == 1:
-        body = fast_offset_commit.encode_one(version, t.name, t.topic_id, index, errors[0])
-    else:
-        answer = [(p.partition_index, e) for p, e in zip(partitions, errors, strict=True)]
-        body = fast_offset_commit.encode_response(version, [(t.name, t.topic_id, answer)])
+    (error,) = result.value
+    body = fast_offset_commit.encode_one(version, request.name, None, index, error)
     return _answer(ctx, EncodedResponse(body, 0), result)
 
 

@@ -645,6 +645,50 @@ async def test_a_commit_too_big_for_one_read_is_decoded_and_answered_whole(
     assert got == [(100 + i, "é" * 30) for i in range(6)]
 
 
+@pytest.mark.parametrize("version", [8, 9])
+async def test_one_partition_commits_answer_each_partition_as_the_general_path(
+    raw_client: ProtocolClient, version: int
+) -> None:
+    # The one-partition shape has a path of its own (OneCommit); a topic or partition it
+    # cannot commit takes the general path, with the same answers.
+    Topic = OffsetCommitRequest.OffsetCommitRequestTopic
+    Partition = Topic.OffsetCommitRequestPartition
+    group = f"one-partition-{version}"
+
+    async def commit(topic: str, index: int, offset: int) -> int:
+        req = OffsetCommitRequest(
+            group_id=group, generation_id_or_member_epoch=-1, member_id="",
+            group_instance_id=None,
+            topics=[Topic(name=topic, partitions=[Partition(
+                partition_index=index, committed_offset=offset, committed_leader_epoch=4,
+                committed_metadata="")])],
+        )  # fmt: skip
+        resp = await raw_client.request(req, version)
+        assert [(t.name, [p.partition_index for p in t.partitions]) for t in resp.topics] == [
+            (topic, [index])
+        ]
+        return int(resp.topics[0].partitions[0].error_code)
+
+    assert await commit(TOPIC, 5, 77) == ErrorCode.NONE
+    assert await commit(TOPIC, 6, 78) == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+    assert await commit("no-such-topic", 0, 79) == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+    fetched = await raw_client.request(
+        OffsetFetchRequest(
+            groups=[
+                OffsetFetchRequest.OffsetFetchRequestGroup(
+                    group_id=group, member_id=None, member_epoch=-1,
+                    topics=[OffsetFetchRequest.OffsetFetchRequestGroup.OffsetFetchRequestTopics(
+                        name=TOPIC, partition_indexes=[5])],
+                )
+            ],
+            require_stable=False,
+        ),
+        8,
+    )  # fmt: skip
+    (p,) = fetched.groups[0].topics[0].partitions
+    assert (p.committed_offset, p.committed_leader_epoch, p.metadata) == (77, 4, "")
+
+
 async def test_a_null_inside_a_string_array_closes_the_connection(
     raw_client: ProtocolClient, caplog: pytest.LogCaptureFixture
 ) -> None:
