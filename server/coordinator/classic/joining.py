@@ -145,6 +145,9 @@ class JoinPhase:
 
         if member_id in group.pending_members:
             group.pending_members.discard(member_id)
+            if not group.pending_members:
+                # A fresh set: an emptied one keeps the table it grew to, per group for good.
+                group.pending_members = set()
             self.timers.cancel(("pending", group_id, member_id))
             return self._add_member_and_rebalance(
                 fx, now, group, new_member(member_id), ticket, f"{why}member {member_id} joined"

@@ -161,6 +161,8 @@ class GroupManager(JoinPhase):
             return fail(ErrorCode.UNKNOWN_MEMBER_ID)
         group.pending_sync.discard(member_id)
         if not group.pending_sync:
+            # A fresh set: an emptied one keeps the table it grew to, per group for good.
+            group.pending_sync = set()
             self.timers.cancel(("sync", group_id))
         if state is GroupState.STABLE:
             fx.reply(ticket, self._sync_outcome(group, member))
