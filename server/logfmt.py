@@ -8,8 +8,6 @@ traceback when there is one. Newlines inside a message are escaped, so a line is
 
 from __future__ import annotations
 
-import datetime
-import json
 import logging
 import sys
 from typing import Any
@@ -21,6 +19,10 @@ _STANDARD = set(vars(logging.makeLogRecord({}))) | {"message", "asctime", "taskN
 
 class JsonFormatter(logging.Formatter):
     def format(self, record: logging.LogRecord) -> str:
+        # Imported here: a server logging text lines (the default) never needs them.
+        import datetime
+        import json
+
         ts = datetime.datetime.fromtimestamp(record.created, datetime.UTC)
         out: dict[str, Any] = {
             "ts": ts.isoformat(timespec="milliseconds").replace("+00:00", "Z"),
