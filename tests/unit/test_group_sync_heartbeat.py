@@ -307,3 +307,29 @@ def test_pending_member_leaving_completes_a_join_phase_waiting_for_it(h: Harness
     assert h.reply(ta).generation_id == h.reply(tb).generation_id == 2
     assert h.member_ids() == [a, b]
     assert GROUP in h.coordinator.groups.groups
+
+
+def test_each_member_expires_at_its_own_deadline_under_one_group_timer() -> None:
+    # A group's members share one session timer (at the earliest deadline among them), so
+    # timers do not grow with members; each member still goes exactly when its own session
+    # lapses, and no sooner.
+    small, large = Harness(), Harness()
+    small.form_group(0, 2)
+    large.form_group(0, 40)
+    assert len(small.coordinator.timers) == len(large.coordinator.timers)
+
+    h = Harness()
+    a, b, c = h.form_group(0, 3)
+    assert h.heartbeat(1_000, a, 1) is ErrorCode.NONE
+    assert h.heartbeat(4_000, b, 1) is ErrorCode.NONE
+    for t in range(3_000, 10_999, 3_000):
+        h.heartbeat(t, c, 1)
+    h.advance(10_999)
+    assert h.member_ids() == [a, b, c]
+    h.advance(11_000)
+    assert h.member_ids() == [b, c]
+    h.heartbeat(12_000, c, 1)
+    h.advance(13_999)
+    assert h.member_ids() == [b, c]
+    h.advance(14_000)
+    assert h.member_ids() == [c]

@@ -48,7 +48,7 @@ class JoinPhase:
         def _remove_member(self, fx: Effects, group: Group, member: Member) -> None: ...
         def _on_sync_deadline(self, now: int, group: Group) -> Effects: ...
         def _expire_pending(self, now: int, group: Group, member_id: str) -> Effects: ...
-        def _schedule_session_check(self, group: Group, member: Member, deadline: int) -> None: ...
+        def _schedule_session_check(self, group: Group, deadline: int) -> None: ...
 
     # -- JoinGroup ------------------------------------------------------------------------
 
@@ -228,7 +228,7 @@ class JoinPhase:
         group.park_join(member, ticket)
         if group.in_initial_delay:
             group.new_member_added = True
-        self._schedule_session_check(group, member, now + member.session_timeout_ms)
+        self._schedule_session_check(group, now + member.session_timeout_ms)
         self._maybe_prepare_rebalance(fx, now, group, reason)
 
     def _update_member_and_rebalance(
@@ -271,8 +271,7 @@ class JoinPhase:
         current_leader = group.leader_id or ""
         member.is_new = False
         group.replace_static_member(old_id, member)
-        self.timers.cancel(old)
-        self._schedule_session_check(group, member, now + member.session_timeout_ms)
+        self._schedule_session_check(group, now + member.session_timeout_ms)
         log.info(
             "group %s: static member %s replaced %s as %s",
             group.group_id,

@@ -62,15 +62,14 @@ class GroupManager(JoinPhase):
         self.rebalances = 0
         # Called with each finished rebalance (metrics); plain calls, no I/O.
         self.rebalance_listeners: list[Callable[[RebalanceEvent], None]] = []
-        # Bound once: every member's session timer holds this one object, not a bound
-        # method of its own.
+        # Bound once: every group's session timer holds this one object.
         self._session_check = self._on_session_check
 
     def adopt(self, group: Group, now: int) -> None:
         """Take in a group rebuilt from records; its members' sessions start now."""
         self.groups[group.group_id] = group
         for member in group.members.values():
-            self._schedule_session_check(group, member, now + member.session_timeout_ms)
+            self._schedule_session_check(group, now + member.session_timeout_ms)
 
     def drop_partition(self, partition: int) -> list[str]:
         """Forget every classic group of an offsets partition (it failed to load, or was
@@ -98,7 +97,7 @@ class GroupManager(JoinPhase):
         self.groups[group.group_id] = group
         self._persist_group(fx, now, group)
         for member in group.members.values():
-            self._schedule_session_check(group, member, now + member.session_timeout_ms)
+            self._schedule_session_check(group, now + member.session_timeout_ms)
         self._prepare_rebalance(fx, now, group, reason)
 
     def expire(self, fx: Effects, now: int, group: Group) -> None:
@@ -249,27 +248,37 @@ class GroupManager(JoinPhase):
             return ErrorCode.UNKNOWN_MEMBER_ID
         return ErrorCode.NONE
 
-    def _schedule_session_check(self, group: Group, member: Member, deadline: int) -> None:
-        # Keyed by the member object itself (the timer "heartbeat:<group>:<member>"): with
-        # thousands of members, no key tuple and no closure per member.
-        self.timers.schedule(member, deadline, self._session_check, (group, member))
+    def _schedule_session_check(self, group: Group, deadline: int) -> None:
+        """Have the group's member sessions looked at by `deadline`.
 
-    def _on_session_check(self, now: int, group: Group, member: Member) -> Effects:
+        One timer per group (keyed by the group object), at the earliest deadline of its
+        members, instead of one per member: a heartbeat only moves `last_heartbeat` on, and
+        when the timer fires every member's session is checked against it. A member is
+        removed exactly when its own timer would have removed it, and a thousand members
+        cost one timer, not a thousand heap entries."""
+        armed = self.timers.deadline_of(group)
+        if armed is None or deadline < armed:
+            self.timers.schedule(group, deadline, self._session_check, (group,))
+
+    def _on_session_check(self, now: int, group: Group) -> Effects:
         fx = Effects()
-        group_id, member_id = group.group_id, member.member_id
-        if self.groups.get(group_id) is not group or group.members.get(member_id) is not member:
+        if self.groups.get(group.group_id) is not group:
             return fx
-        if member.should_keep_alive(now):
-            self._schedule_session_check(group, member, member.next_session_check(now))
-            return fx
-        log.info(
-            "group %s: member %s session timed out after %d ms; removing it",
-            group_id,
-            member_id,
-            member.session_timeout_ms,
-        )
-        self._remove_member(fx, group, member)
-        self._after_removal(fx, now, group, f"member {member_id} session timed out")
+        lapsed = [m for m in group.members.values() if not m.should_keep_alive(now)]
+        for member in lapsed:
+            if group.members.get(member.member_id) is not member:
+                continue  # gone with an earlier removal's effects
+            log.info(
+                "group %s: member %s session timed out after %d ms; removing it",
+                group.group_id,
+                member.member_id,
+                member.session_timeout_ms,
+            )
+            self._remove_member(fx, group, member)
+            self._after_removal(fx, now, group, f"member {member.member_id} session timed out")
+        if self.groups.get(group.group_id) is group and group.members:
+            earliest = min(m.next_session_check(now) for m in group.members.values())
+            self._schedule_session_check(group, earliest)
         return fx
 
     def _expire_pending(self, now: int, group: Group, member_id: str) -> Effects:
@@ -340,7 +349,6 @@ class GroupManager(JoinPhase):
             fx.reply(member.sync_ticket, SyncOutcome(ErrorCode.UNKNOWN_MEMBER_ID))
             member.sync_ticket = None
         group.remove(member.member_id)
-        self.timers.cancel(member)
 
     def _after_removal(self, fx: Effects, now: int, group: Group, reason: str) -> None:
         if group.state in (GroupState.STABLE, GroupState.COMPLETING_REBALANCE):
@@ -423,8 +431,7 @@ class GroupManager(JoinPhase):
         gid = group.group_id
         self.timers.cancel(("join", gid))
         self.timers.cancel(("sync", gid))
-        for member in group.members.values():
-            self.timers.cancel(member)
+        self.timers.cancel(group)  # its members' session checks
         for mid in group.pending_members:
             self.timers.cancel(("pending", gid, mid))
 
