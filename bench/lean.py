@@ -164,7 +164,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     unknown = set(apis) - set(APIS)
     if unknown:
         build_parser().error(f"unknown --api {', '.join(sorted(unknown))}")
-    configs = {"group.min.session.timeout.ms": 1000}
+    # Members of every target wait idle while the others' rounds run: consumer-protocol
+    # sessions as long as the classic members' (60 s), not minicoord's quick default (10 s).
+    configs = {"group.min.session.timeout.ms": 1000, "group.consumer.session.timeout.ms": 60_000}
     # WARNING: the server's stderr is a pipe nobody reads while the load runs.
     quiet = ["--log-level", "WARNING"]
     servers = [start_server_process(configs, [(TOPIC, PARTITIONS)], extra_args=quiet)]
@@ -194,6 +196,28 @@ def main(argv: Sequence[str] | None = None) -> int:
     return 0
 
 
+def answer_errors(api: str, answers: Sequence[bytes]) -> dict[str, int]:
+    """Error names among connections' last answers (flexible header: correlation id and an
+    empty tagged-field section), by how many connections got each."""
+    from kafka.protocol.consumer import HeartbeatResponse, OffsetCommitResponse
+    from minicoord.protocol.consumer_group_apis import ConsumerGroupHeartbeatResponse
+    from minicoord.protocol.errors import ErrorCode
+
+    found: dict[str, int] = {}
+    for answer in answers:
+        body = answer[5:]
+        if api == "heartbeat":
+            code = HeartbeatResponse.decode(body, version=4).error_code
+        elif api == "commit":
+            code = OffsetCommitResponse.decode(body, version=8).topics[0].partitions[0].error_code
+        else:
+            code = ConsumerGroupHeartbeatResponse.decode(body, version=1).error_code
+        if code:
+            name = ErrorCode(code).name
+            found[name] = found.get(name, 0) + 1
+    return found
+
+
 def run_api(api: str, targets: list[tuple[str, Target, int]], o: Any) -> None:
     frames = {name: frames_for(api, target, o.members) for name, target, _ in targets}
     rates: dict[str, list[Rate]] = {name: [] for name, _, _ in targets}
@@ -205,6 +229,11 @@ def run_api(api: str, targets: list[tuple[str, Target, int]], o: Any) -> None:
             rate = pump(target, frames[name], o.procs, o.secs, pid)
             rates[name].append(rate)
             print(f"  round {r + 1} {name:<16} {rate.line()}", flush=True)
+            errors = answer_errors(api, rate.last_answers)
+            if errors:
+                # A rate of error answers (a member fenced, a session lapsed) measures
+                # something else than the API: say so next to it.
+                print(f"    ERRORS in the last answers of {name}: {errors}", flush=True)
     if o.compare_bootstrap:
         peer = rates[o.compare_name]
         for name, _, _ in targets:

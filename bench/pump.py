@@ -37,6 +37,9 @@ class Pump(asyncio.Protocol):
         self.first, self.frame, self.skip = first, frame, skip
         self.buf = b""
         self.answers = 0
+        # The last whole answer (size prefix dropped): whoever measures can check it was
+        # not an error, so that a rate never counts error answers unseen.
+        self.last = b""
         self.transport: Any = None
 
     def connection_made(self, transport: Any) -> None:
@@ -45,15 +48,17 @@ class Pump(asyncio.Protocol):
 
     def data_received(self, data: bytes) -> None:
         buf = self.buf + data if self.buf else data
-        pos, whole = 0, 0
+        pos, whole, start = 0, 0, 0
         while len(buf) - pos >= 4:
             (size,) = _SIZE.unpack_from(buf, pos)
             if len(buf) - pos - 4 < size:
                 break
+            start = pos
             pos += 4 + size
             whole += 1
         self.buf = buf[pos:]
         if whole:
+            self.last = buf[start + 4 : pos]
             taken = min(whole, self.skip)
             self.skip -= taken
             self.answers += whole - taken
@@ -100,7 +105,7 @@ def _worker(target: Target, frames: list[bytes], secs: float, q: Any) -> None:
         a1, t1, r1 = sum(p.answers for p in pumps), time.perf_counter(), _own_cpu()
         for pump in pumps:
             pump.transport.close()
-        q.put((a1 - a0, t1 - t0, (r1 - r0) / (t1 - t0)))
+        q.put((a1 - a0, t1 - t0, (r1 - r0) / (t1 - t0), [p.last for p in pumps]))
 
     uvloop.run(run())
 
@@ -123,6 +128,8 @@ class Rate:
     client_cpu: list[float]  # cores, per load process
     server_cores: float  # 0.0 without a pid
     server_us: float  # server CPU microseconds per request; 0.0 without a pid
+    # Each connection's last answer (response header and body), to check for errors.
+    last_answers: tuple[bytes, ...] = ()
 
     def line(self) -> str:
         clients = ", ".join(f"{c:.2f}" for c in self.client_cpu)
@@ -148,8 +155,12 @@ def pump(target: Target, frames: list[bytes], procs: int, secs: float, pid: int 
     c1, w1 = (server_cpu(pid) if pid else 0.0), time.perf_counter()
     for w in workers:
         w.join(30)
-    rate = sum(n for n, _, _ in results) / max(d for _, d, _ in results)
+    rate = sum(n for n, _, _, _ in results) / max(d for _, d, _, _ in results)
     cores = (c1 - c0) / (w1 - w0)
     return Rate(
-        rate, [c for _, _, c in results], cores, 1e6 * cores / rate if rate and pid else 0.0
+        rate,
+        [c for _, _, c, _ in results],
+        cores,
+        1e6 * cores / rate if rate and pid else 0.0,
+        tuple(answer for _, _, _, answers in results for answer in answers),
     )

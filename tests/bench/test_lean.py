@@ -26,6 +26,8 @@ def test_lean_compares_each_api_against_a_peer(capsys: pytest.CaptureFixture[str
     finally:
         peer.stop()
     out = capsys.readouterr().out
+    # Every connection's last answer was checked, and none was an error.
+    assert "ERRORS" not in out, out
     for api in ("heartbeat", "commit", "cghb"):
         section = out.split(f"{api}:", 1)[1].split("median", 1)
         rounds = re.findall(r"round \d (\S+)\s+([\d,]+)/s .*server [\d.]+ cores", section[0])
@@ -33,6 +35,21 @@ def test_lean_compares_each_api_against_a_peer(capsys: pytest.CaptureFixture[str
         assert len(rounds) == 4
         assert all(int(rate.replace(",", "")) > 0 for _, rate in rounds)
         assert re.match(r" [\d.]+ \(rounds [\d.]+ / [\d.]+\)", section[1])
+
+
+def test_error_answers_are_named() -> None:
+    # The check behind the ERRORS line: answers as the load processes keep them (header v1,
+    # then the body), one good and two refused.
+    from kafka.protocol.consumer import HeartbeatResponse
+    from minicoord.bench.lean import answer_errors
+
+    def answer(error: int) -> bytes:
+        body = HeartbeatResponse(version=4, throttle_time_ms=0, error_code=error).encode()
+        return b"\x00\x00\x00\x07\x00" + bytes(body)
+
+    assert answer_errors("heartbeat", [answer(0), answer(25), answer(25)]) == {
+        "UNKNOWN_MEMBER_ID": 2
+    }
 
 
 def test_lean_refuses_an_unknown_api() -> None:
