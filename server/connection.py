@@ -234,7 +234,12 @@ class KafkaConnection(asyncio.Protocol):
 
     def data_received(self, data: bytes) -> None:
         self.last_activity = time.monotonic()
-        if self._queue is None and not self._write_paused and not self._draining:
+        if (
+            self._queue is None
+            and not self._write_paused
+            and not self._draining
+            and not self.closed
+        ):
             frame = self._reader.whole(data)
             if frame is not None:
                 # Nearly every read: one request, nothing held back. Its answer (if ready)
