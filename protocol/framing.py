@@ -37,7 +37,7 @@ class FrameReader:
     is copied once on its way in, not once per read.
     """
 
-    __slots__ = ("_chunks", "_have", "_max_size", "_pos")
+    __slots__ = ("_chunks", "_have", "_pos", "max_size")
 
     def __init__(self, max_size: int) -> None:
         # A list, not a deque: it rarely holds more than one chunk. None while nothing is
@@ -46,7 +46,7 @@ class FrameReader:
         self._chunks: list[bytes] | None = None
         self._pos = 0  # consumed bytes at the start of the first chunk
         self._have = 0  # unconsumed bytes over all chunks
-        self._max_size = max_size
+        self.max_size = max_size
 
     def append(self, data: bytes) -> None:
         if data:
@@ -65,8 +65,8 @@ class FrameReader:
             (size,) = _SIZE.unpack(self._peek(4))
         if size < 0:
             raise NegativeFrameSize(size)
-        if size > self._max_size:
-            raise FrameTooLarge(size, self._max_size)
+        if size > self.max_size:
+            raise FrameTooLarge(size, self.max_size)
         return size
 
     def _peek(self, n: int) -> bytes:
@@ -79,17 +79,6 @@ class FrameReader:
                 break
         return bytes(out)
 
-    def whole(self, data: bytes) -> bytes | None:
-        """The frame `data` is, when nothing is buffered and `data` is exactly one frame small
-        enough to hand out as bytes (what nearly every read of a request is); else `data` is
-        buffered, for `next_frame`, and None returned."""
-        if not self._have and len(data) >= 4:
-            (size,) = _SIZE.unpack_from(data, 0)
-            if size + 4 == len(data) and 0 <= size < LARGE_FRAME and size <= self._max_size:
-                return data[4:]
-        self.append(data)
-        return None
-
     def next_frame(self) -> bytes | memoryview | None:
         if self._have < 4:
             return None
@@ -100,7 +89,7 @@ class FrameReader:
             # frame. Taken without the general path's bookkeeping.
             first = chunks[0]
             (size,) = _SIZE.unpack_from(first, 0)
-            if 0 <= size < LARGE_FRAME and size <= self._max_size and size + 4 == len(first):
+            if 0 <= size < LARGE_FRAME and size <= self.max_size and size + 4 == len(first):
                 self._chunks = None
                 self._have = 0
                 return first[4:]
@@ -155,6 +144,16 @@ class FrameReader:
     def buffered(self) -> int:
         """Bytes received but not yet taken as frames (e.g. a half-sent request)."""
         return self._have
+
+
+def whole_frame(data: bytes, max_size: int) -> bytes | None:
+    """The request `data` is, if it is exactly one whole frame of at most `max_size` bytes
+    and small enough to hand out as bytes; else None (and nothing is consumed)."""
+    if len(data) >= 4:
+        (size,) = _SIZE.unpack_from(data, 0)
+        if size + 4 == len(data) and 0 <= size < LARGE_FRAME and size <= max_size:
+            return data[4:]
+    return None
 
 
 def frame(payload: bytes | bytearray) -> bytes:

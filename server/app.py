@@ -6,6 +6,7 @@ import asyncio
 import concurrent.futures
 import contextlib
 import logging
+import math
 import signal
 import socket
 import time
@@ -305,11 +306,15 @@ class Server:
         """
         limit_s = self.config.connections_max_idle_ms / 1000
         interval = min(max(limit_s / 4, 0.05), 30.0)
+        # A connection's quiet_sweeps restarts at 0 when it reads or writes, and at least
+        # `interval` passes between sweeps: after n + 1 sweeps it has been quiet for at least
+        # n intervals, never less than the limit.
+        closing_sweeps = math.ceil(limit_s / interval) + 1
         while True:
             await asyncio.sleep(interval)
-            now = time.monotonic()
             for conn in list(self.broker.connections):
-                if conn.idle and now - conn.last_activity > limit_s:
+                conn.quiet_sweeps += 1
+                if conn.quiet_sweeps >= closing_sweeps and conn.idle:
                     conn.abort(
                         f"idle for more than connections.max.idle.ms="
                         f"{self.config.connections_max_idle_ms}"

@@ -17,13 +17,17 @@ import logging
 import struct
 import sys
 import time
-from collections import deque
 from collections.abc import Callable
 from typing import Any, TypeVar
 
 from minicoord.protocol.apis import ApiSpec
 from minicoord.protocol.errors import ErrorCode
-from minicoord.protocol.framing import FrameReader, FrameTooLarge, NegativeFrameSize
+from minicoord.protocol.framing import (
+    FrameReader,
+    FrameTooLarge,
+    NegativeFrameSize,
+    whole_frame,
+)
 from minicoord.protocol.headers import (
     MalformedHeader,
     RequestHeader,
@@ -150,7 +154,7 @@ class KafkaConnection(asyncio.Protocol):
         "_corked",
         "_corked_bytes",
         "_draining",
-        "_max_queued",
+        "_max_frame",
         "_observe",
         "_peer_port",
         "_queue",
@@ -161,43 +165,46 @@ class KafkaConnection(asyncio.Protocol):
         "broker",
         "client_host",
         "closed",
-        "last_activity",
-        "local_host",
-        "local_port",
         "peak_pending",
         "principal",
+        "quiet_sweeps",
         "transport",
     )
 
     def __init__(self, broker: Broker) -> None:
         self.broker = broker
         self.transport: asyncio.Transport | None = None
-        self._reader = FrameReader(broker.config.socket_request_max_bytes)
+        # Made with the first read that is not exactly one frame: most connections never
+        # need one, and ten thousand members would each hold one for nothing.
+        self._reader: FrameReader | None = None
+        self._max_frame = broker.config.socket_request_max_bytes
         # Answers held back behind an unresolved parked reply, in request order. None while
         # nothing is held (the usual case), so an answer ready at once skips it entirely.
-        self._queue: deque[Answer | ParkedReply] | None = None
+        # A list, not a deque: it rarely holds more than a few, and an empty deque alone is
+        # 600 bytes, held by every connection waiting in a JoinGroup.
+        self._queue: list[Answer | ParkedReply] | None = None
         # While a read is being handled, its answers collect here and go out in one write.
         self._corked: list[bytes] | None = None
         self._corked_bytes = 0
         self.closed = False
         self._peer_port = 0
         self.client_host = ""
-        self.local_host = ""
-        self.local_port = 0
         # Who the client is, as ACLs name it: set by SASL or a TLS client certificate.
         self.principal = ANONYMOUS
         # The address Metadata and FindCoordinator name: its listener's advertised one, else
-        # the address the client connected to.
-        self.advertised = broker.advertised
+        # (from connection_made) the address the client connected to.
+        self.advertised: tuple[str, int] | None = broker.advertised
         self._client_id: str | None = None
         self._observe: Callable[[Any], None] | None = None
-        self._max_queued = broker.config.queued_max_requests
         # Back-pressure: reading stops while too many answers are pending or while the
         # transport's write buffer is over its high-water mark (a client not reading).
         self._read_paused = False
         self._write_paused = False
         self._draining = False
-        self.last_activity = time.monotonic()
+        # Idle-connection sweeps (connections.max.idle.ms) since this connection last read or
+        # wrote: a small int stored per request, where a clock read would cost a call and a
+        # float each time.
+        self.quiet_sweeps = 0
         # Most answers ever pending at once: what back-pressure keeps below the limit.
         self.peak_pending = 0
 
@@ -207,20 +214,21 @@ class KafkaConnection(asyncio.Protocol):
         # uvloop's transports are not asyncio.Transport subclasses, only alike.
         self.transport = transport  # type: ignore[assignment]
         peer = transport.get_extra_info("peername")
-        local = transport.get_extra_info("sockname")
         if peer:
             self._peer_port = peer[1]
             self.client_host = _shared(f"/{peer[0]}")
-        if local:
-            self.local_host, self.local_port = _shared(local[:2])
-        advertised = self.advertised
-        if advertised is not None:
-            self.local_host, self.local_port = advertised
+        if self.advertised is None:
+            local = transport.get_extra_info("sockname")
+            self.advertised = _shared(local[:2]) if local else ("", 0)
         limit = self.broker.config.max_connections
         if len(self.broker.connections) >= limit:
             self.abort(f"max.connections={limit} reached")
             return
         self.broker.connections.add(self)
+
+    @property
+    def address(self) -> tuple[str, int]:
+        return self.advertised or ("", 0)
 
     @property
     def peer(self) -> str:
@@ -233,21 +241,24 @@ class KafkaConnection(asyncio.Protocol):
         self.broker.connections.discard(self)
 
     def data_received(self, data: bytes) -> None:
-        self.last_activity = time.monotonic()
+        self.quiet_sweeps = 0
+        reader = self._reader
         if (
             self._queue is None
             and not self._write_paused
             and not self._draining
             and not self.closed
+            and (reader is None or not reader.buffered)
         ):
-            frame = self._reader.whole(data)
+            frame = whole_frame(data, self._max_frame)
             if frame is not None:
                 # Nearly every read: one request, nothing held back. Its answer (if ready)
                 # is written at once; there is nothing to cork it with.
                 self._dispatch(frame)
                 return
-        else:
-            self._reader.append(data)
+        if reader is None:
+            reader = self._reader = FrameReader(self._max_frame)
+        reader.append(data)
         # One write for everything this read is answered with at once: a client that
         # pipelines (or many members sharing a connection) costs one send, not one per answer.
         self._corked = corked = []
@@ -269,7 +280,9 @@ class KafkaConnection(asyncio.Protocol):
 
     def _blocked(self) -> bool:
         queue = self._queue
-        return self._write_paused or (queue is not None and len(queue) >= self._max_queued)
+        return self._write_paused or (
+            queue is not None and len(queue) >= self.broker.config.queued_max_requests
+        )
 
     def _drain_frames(self) -> None:
         """Dispatch buffered frames until none is whole or back-pressure says stop."""
@@ -280,11 +293,16 @@ class KafkaConnection(asyncio.Protocol):
             while not self.closed:
                 queue = self._queue
                 # _blocked(), read inline: it is asked before every frame.
-                if self._write_paused or (queue is not None and len(queue) >= self._max_queued):
+                if self._write_paused or (
+                    queue is not None and len(queue) >= self.broker.config.queued_max_requests
+                ):
                     self._pause_reading()
                     return
+                reader = self._reader
+                if reader is None:
+                    return
                 try:
-                    frame = self._reader.next_frame()
+                    frame = reader.next_frame()
                 except (FrameTooLarge, NegativeFrameSize) as exc:
                     self.abort(str(exc))
                     return
@@ -306,6 +324,17 @@ class KafkaConnection(asyncio.Protocol):
             self.transport.resume_reading()
             # Frames already buffered would otherwise wait for the next read.
             asyncio.get_running_loop().call_soon(self._drain_frames)
+
+    @property
+    def buffered(self) -> int:
+        """Bytes read but not yet taken as frames (a half-sent request, a paused burst)."""
+        return 0 if self._reader is None else self._reader.buffered
+
+    def set_frame_limit(self, max_size: int) -> None:
+        """The largest request frame accepted from now on."""
+        self._max_frame = max_size
+        if self._reader is not None:
+            self._reader.max_size = max_size
 
     @property
     def idle(self) -> bool:
@@ -502,7 +531,7 @@ class KafkaConnection(asyncio.Protocol):
                 self._emit(data)
                 return
             # Alone and not ready (a commit waiting for its records): nothing to send yet.
-            self._queue = deque((slot,))
+            self._queue = [slot]
             if not self.peak_pending:
                 self.peak_pending = 1
             return
@@ -514,7 +543,7 @@ class KafkaConnection(asyncio.Protocol):
     def _emit(self, data: Answer) -> None:
         if self.closed or self.transport is None:
             return
-        self.last_activity = time.monotonic()
+        self.quiet_sweeps = 0
         corked = self._corked
         if corked is None:
             if type(data) is list:
@@ -555,15 +584,15 @@ class KafkaConnection(asyncio.Protocol):
         if self.closed or self.transport is None:
             self._queue = None
             return
-        ready = False
-        while queue:
-            head = queue[0]
-            data = head.data if isinstance(head, ParkedReply) else head
-            if data is None:
+        done = 0
+        for head in queue:
+            if (head.data if isinstance(head, ParkedReply) else head) is None:
                 break
-            queue.popleft()
-            self._emit(data)
-            ready = True
+            done += 1
+        ready = queue[:done]
+        del queue[:done]
+        for head in ready:
+            self._emit(head.data if isinstance(head, ParkedReply) else head)  # type: ignore[arg-type]
         if not queue:
             self._queue = None
         if ready and self._read_paused:

@@ -19,7 +19,6 @@ written only from the branches that refuse, which an answered request never take
 
 from __future__ import annotations
 
-import json
 import logging
 import time
 from collections.abc import Callable
@@ -287,6 +286,8 @@ def _quote(text: str) -> str:
     """Bare when it reads unambiguously in a key=value line, else JSON-quoted."""
     if text and all(c.isalnum() or c in "-_.:/,@" for c in text):
         return text
+    import json  # here, not at start: a fifth of a megabyte a server rarely needs
+
     return json.dumps(text)
 
 

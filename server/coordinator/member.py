@@ -19,6 +19,20 @@ _INTERNED: dict[Protocols, tuple[Protocols, frozenset[str]]] = {}
 _INTERN_LIMIT = 50_000
 
 
+# Timeouts: the members of an application all send the same one or two values. An int of a
+# timeout's size is an object of its own, two per member unless shared.
+_TIMEOUTS: dict[int, int] = {}
+
+
+def _shared_timeout(value: int) -> int:
+    found = _TIMEOUTS.get(value)
+    if found is None:
+        if len(_TIMEOUTS) >= _INTERN_LIMIT:
+            _TIMEOUTS.clear()
+        found = _TIMEOUTS[value] = value
+    return found
+
+
 def intern_protocols(
     protocols: list[tuple[str, bytes]] | Protocols,
 ) -> tuple[Protocols, frozenset[str]]:
@@ -49,7 +63,7 @@ class Member:
     # Answer to a JoinGroup v9+: the leader may be told to skip assignment.
     supports_skip_assignment: bool = False
     is_new: bool = False
-    joined_at: int = 0
+    joined_at: int = 0  # when a new member first joined; 0 once it is not new
     protocol_names: frozenset[str] = field(default=frozenset())
 
     def __post_init__(self) -> None:
@@ -58,6 +72,7 @@ class Member:
         # of one application hold one copy, not one each.
         self.client_id = sys.intern(self.client_id)
         self.protocol_type = sys.intern(self.protocol_type)
+        self.set_timeouts(self.rebalance_timeout_ms, self.session_timeout_ms)
 
     @property
     def awaiting_join(self) -> bool:
@@ -79,6 +94,10 @@ class Member:
 
     def update_protocols(self, protocols: list[tuple[str, bytes]] | Protocols) -> None:
         self.protocols, self.protocol_names = intern_protocols(protocols)
+
+    def set_timeouts(self, rebalance_timeout_ms: int, session_timeout_ms: int) -> None:
+        self.rebalance_timeout_ms = _shared_timeout(rebalance_timeout_ms)
+        self.session_timeout_ms = _shared_timeout(session_timeout_ms)
 
     def vote(self, candidates: set[str]) -> str:
         """The member's most preferred protocol among those every member supports."""

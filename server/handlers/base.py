@@ -36,9 +36,13 @@ class Channel(Protocol):
     """The connection side a handler may use."""
 
     client_host: str
-    local_host: str
-    local_port: int
     principal: str
+
+    @property
+    def address(self) -> tuple[str, int]:
+        """The address Metadata and FindCoordinator name: the listener's advertised one, else
+        the one the client connected to."""
+        ...
 
     def park(self, header: RequestHeader, spec: ApiSpec, build: Callable[[Any], Any]) -> Parked: ...
 

@@ -57,7 +57,7 @@ def _lookup(ctx: RequestContext, key: str, key_type: int) -> tuple[ErrorCode, st
 
 def handle(ctx: RequestContext, request: Any) -> Any:
     node = ctx.broker.config.broker_id
-    host, port = ctx.channel.local_host, ctx.channel.local_port
+    host, port = ctx.channel.address
     version = ctx.version
     key_type = request.key_type if version >= 1 else GROUP_KEY
     if version < 4:

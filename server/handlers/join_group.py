@@ -25,10 +25,16 @@ Member = JoinGroupResponse.JoinGroupResponseMember
 
 def handle(ctx: RequestContext, request: Any) -> Any:
     version = ctx.version
+    group_id = request.group_id
+    session_timeout_ms = request.session_timeout_ms
+    protocol_type = request.protocol_type
+    protocols = [(p.name, bytes(p.metadata)) for p in request.protocols]
 
     def build(outcome: JoinOutcome) -> Any:
+        # Holds a few fields, not the request: thousands of joins may wait at once.
         if outcome.error in UNRECOVERABLE:
-            refused(ctx, outcome.error, _why(ctx, request, outcome.error))
+            why = _why(ctx, group_id, outcome.error, session_timeout_ms, protocol_type, protocols)
+            refused(ctx, outcome.error, why)
         protocol_name = outcome.protocol_name
         if protocol_name is None and version < 7:
             protocol_name = ""
@@ -46,23 +52,21 @@ def handle(ctx: RequestContext, request: Any) -> Any:
         )
 
     broker = ctx.broker
-    if broker.authorizer is not None and authorize.group_denied(ctx, request.group_id):
+    if broker.authorizer is not None and authorize.group_denied(ctx, group_id):
         return build(JoinOutcome(ErrorCode.GROUP_AUTHORIZATION_FAILED))
     parked = ctx.park(build)
     result = broker.coordinator.join_group(
         broker.now(),
         parked,
-        group_id=request.group_id,
+        group_id=group_id,
         member_id=request.member_id,
         group_instance_id=request.group_instance_id if version >= 5 else None,
         client_id=ctx.client_id,
         client_host=ctx.channel.client_host,
-        session_timeout_ms=request.session_timeout_ms,
-        rebalance_timeout_ms=request.rebalance_timeout_ms
-        if version >= 1
-        else request.session_timeout_ms,
-        protocol_type=request.protocol_type,
-        protocols=[(p.name, bytes(p.metadata)) for p in request.protocols],
+        session_timeout_ms=session_timeout_ms,
+        rebalance_timeout_ms=request.rebalance_timeout_ms if version >= 1 else session_timeout_ms,
+        protocol_type=protocol_type,
+        protocols=protocols,
         require_known_member_id=version >= 4,
         supports_skip_assignment=version >= 9,
         reason=request.reason if version >= 8 else None,
@@ -71,19 +75,26 @@ def handle(ctx: RequestContext, request: Any) -> Any:
     return parked
 
 
-def _why(ctx: RequestContext, request: Any, error: ErrorCode) -> str:
+def _why(
+    ctx: RequestContext,
+    group_id: str,
+    error: ErrorCode,
+    session_timeout_ms: int,
+    protocol_type: str,
+    protocols: list[tuple[str, bytes]],
+) -> str:
     """The refusal's detail in the words of the client's own configuration."""
-    why = f"group {request.group_id!r}"
+    why = f"group {group_id!r}"
     if error is ErrorCode.INVALID_SESSION_TIMEOUT:
         config = ctx.broker.config
         why += (
-            f": session.timeout.ms={request.session_timeout_ms} is outside "
+            f": session.timeout.ms={session_timeout_ms} is outside "
             f"group.min.session.timeout.ms={config.group_min_session_timeout_ms} .. "
             f"group.max.session.timeout.ms={config.group_max_session_timeout_ms}"
         )
     elif error is ErrorCode.INCONSISTENT_GROUP_PROTOCOL:
-        names = ",".join(p.name for p in request.protocols)
-        why += f": protocol type {request.protocol_type!r} with [{names}] matches no member's"
+        names = ",".join(name for name, _ in protocols)
+        why += f": protocol type {protocol_type!r} with [{names}] matches no member's"
     return why
 
 

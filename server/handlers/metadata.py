@@ -91,8 +91,7 @@ def handle(ctx: RequestContext, request: Any) -> Any:
     # changed, the same question on the same listener gets the same bytes.
     key = (
         ctx.version,
-        ctx.channel.local_host,
-        ctx.channel.local_port,
+        ctx.channel.address,
         None if requested is None else tuple((t.name, t.topic_id) for t in requested),
         ctx.version < 4 or request.allow_auto_topic_creation,
     )
@@ -173,13 +172,12 @@ def _answer(ctx: RequestContext, request: Any) -> Any:
             topics.append(_topic(found, node))
     if checked:
         _authorized_operations(ctx, request, topics)
+    host, port = ctx.channel.address
     response = MetadataResponse(
         version=version,
         throttle_time_ms=0,
         brokers=[
-            MetadataResponse.MetadataResponseBroker(
-                node_id=node, host=ctx.channel.local_host, port=ctx.channel.local_port, rack=None
-            )
+            MetadataResponse.MetadataResponseBroker(node_id=node, host=host, port=port, rack=None)
         ],
         cluster_id=broker.cluster_id,
         controller_id=node,

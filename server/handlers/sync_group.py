@@ -22,10 +22,12 @@ API_KEY = 14
 
 def handle(ctx: RequestContext, request: Any) -> Any:
     version = ctx.version
+    group_id = request.group_id
 
     def build(outcome: SyncOutcome) -> Any:
+        # Holds the group id, not the request (a leader's holds every assignment).
         if outcome.error in UNRECOVERABLE:
-            refused(ctx, outcome.error, f"group {request.group_id!r}")
+            refused(ctx, outcome.error, f"group {group_id!r}")
         return SyncGroupResponse(
             version=version,
             throttle_time_ms=0,
@@ -36,13 +38,13 @@ def handle(ctx: RequestContext, request: Any) -> Any:
         )
 
     broker = ctx.broker
-    if broker.authorizer is not None and authorize.group_denied(ctx, request.group_id):
+    if broker.authorizer is not None and authorize.group_denied(ctx, group_id):
         return build(SyncOutcome(ErrorCode.GROUP_AUTHORIZATION_FAILED))
     parked = ctx.park(build)
     result = broker.coordinator.sync_group(
         broker.now(),
         parked,
-        group_id=request.group_id,
+        group_id=group_id,
         generation_id=request.generation_id,
         member_id=request.member_id,
         group_instance_id=request.group_instance_id if version >= 3 else None,

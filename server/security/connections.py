@@ -62,7 +62,7 @@ class SaslConnection(KafkaConnection):
         self._reauth_ok = False
         # Kafka's sasl.server.max.receive.size: an unauthenticated client cannot make the
         # server buffer a big frame.
-        self._reader._max_size = settings.max_receive
+        self.set_frame_limit(settings.max_receive)
 
     def _dispatch(self, frame: bytes) -> None:
         if self._auth is None:
@@ -230,7 +230,7 @@ class SaslConnection(KafkaConnection):
         self._reauth_ok = auth.client_supports_reauth
         self._expires_at = time.monotonic() + lifetime_ms / 1000 if auth.has_lifetime() else None
         self._auth = None
-        self._reader._max_size = self.broker.config.socket_request_max_bytes
+        self.set_frame_limit(self.broker.config.socket_request_max_bytes)
         log.debug(
             "%s %s as %s with %s",
             self.peer,

@@ -106,7 +106,7 @@ def check_outcome(transport: Any, conn: Any, frame: bytes) -> None:
         # connections.max.idle.ms, closes it if nothing comes), or its answer is parked
         # (a long poll, a JoinGroup waiting for the group), or it was a Produce with acks=0.
         produce = len(frame) >= 6 and struct.unpack_from(">h", frame, 4)[0] == 0
-        assert conn._reader.buffered > 0 or conn._queue or produce or len(frame) == 0
+        assert conn.buffered > 0 or conn._queue or produce or len(frame) == 0
         return
     assert struct.unpack_from(">i", responses[0])[0] == correlation_of(frame)
 

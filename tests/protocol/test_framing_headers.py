@@ -9,7 +9,13 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 from minicoord.protocol.errors import ErrorCode
-from minicoord.protocol.framing import FrameReader, FrameTooLarge, NegativeFrameSize, frame
+from minicoord.protocol.framing import (
+    FrameReader,
+    FrameTooLarge,
+    NegativeFrameSize,
+    frame,
+    whole_frame,
+)
 from minicoord.protocol.headers import (
     MalformedHeader,
     parse_request_header,
@@ -42,8 +48,9 @@ def test_any_chunking_yields_the_same_frames(payloads: list[bytes], chunk: int) 
 def test_whole_reads_yield_the_same_frames_as_the_general_path(
     payloads: list[bytes], chunk: int
 ) -> None:
-    # A read that is exactly one frame is handed out by `whole`; any other read is buffered
-    # for `next_frame`. Mixed, they must cut the stream as the general path alone does.
+    # A read that is exactly one frame, with nothing buffered, is handed out by `whole_frame`
+    # (as a connection does); any other read is buffered for `next_frame`. Mixed, they must
+    # cut the stream as the general path alone does.
     reader = FrameReader(100)
     data = b"".join(frame(p) for p in payloads)
     got: list[bytes] = []
@@ -52,9 +59,11 @@ def test_whole_reads_yield_the_same_frames_as_the_general_path(
         for i in range(sum(len(frame(p)) for p in payloads[:2]), len(data), chunk)
     ]
     for read in reads:
-        whole = reader.whole(read)
+        whole = None if reader.buffered else whole_frame(read, 100)
         if whole is not None:
             got.append(whole)
+        else:
+            reader.append(read)
         while (f := reader.next_frame()) is not None:
             got.append(bytes(f))
     assert got == payloads
@@ -67,7 +76,8 @@ def test_whole_leaves_oversized_and_negative_frames_to_the_general_path() -> Non
         (struct.pack(">i", -5) + b"x", NegativeFrameSize),
     ):
         reader = FrameReader(1024)
-        assert reader.whole(bad + b"\0" * 3) is None
+        assert whole_frame(bad + b"\0" * 3, 1024) is None
+        reader.append(bad + b"\0" * 3)
         with pytest.raises(error):
             reader.next_frame()
 

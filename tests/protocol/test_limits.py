@@ -129,7 +129,7 @@ async def test_a_client_that_does_not_read_is_not_buffered_without_bound() -> No
         # Reading stopped with the write buffer near its high-water mark, not 30 MB.
         await asyncio.sleep(0.2)
         assert conn.transport.get_write_buffer_size() < 2 * 1024 * 1024
-        assert conn._reader.buffered > 0  # the rest of the burst waits, unparsed
+        assert conn.buffered > 0  # the rest of the burst waits, unparsed
         # Once the client reads, everything is answered, in order.
         received = 0
 

@@ -2,12 +2,14 @@
 
 Memory itself is measured by benchmarks; these check the layout that keeps it small: a timer
 that was superseded or cancelled lets go of its key and arguments at once, connections from
-one host share their address strings, members share their client id and protocol type.
+one host share their address strings and hold no frame buffer until a read needs one, members
+share their client id, protocol type and timeouts.
 """
 
 from __future__ import annotations
 
 import gc
+import struct
 import weakref
 from typing import Any
 
@@ -53,6 +55,10 @@ def test_frame_reader_joins_frames_spread_over_many_reads() -> None:
 class FakeTransport:
     def __init__(self, peer: tuple[str, int], local: tuple[str, int]) -> None:
         self._extra = {"peername": peer, "sockname": local}
+        self.written: list[bytes] = []
+
+    def write(self, data: bytes) -> None:
+        self.written.append(data)
 
     def get_extra_info(self, name: str) -> Any:
         return self._extra.get(name)
@@ -71,8 +77,8 @@ def test_connections_from_one_host_share_their_address_strings() -> None:
     b.connection_made(FakeTransport((host, 40002), ("127.0.0.1", 9092)))  # type: ignore[arg-type]
     assert a.client_host == b.client_host == "/10.1.2.3"
     assert a.client_host is b.client_host
-    assert a.local_host is b.local_host
-    assert (a.local_host, a.local_port) == ("127.0.0.1", 9092)
+    assert a.address is b.address
+    assert a.address == ("127.0.0.1", 9092)
     assert (a.peer, b.peer) == ("10.1.2.3:40001", "10.1.2.3:40002")
     assert KafkaConnection(broker).peer == "unknown"
 
@@ -83,8 +89,9 @@ def member(client_id: str, protocol_type: str) -> Member:
         group_instance_id=None,
         client_id=client_id,
         client_host="/127.0.0.1",
-        rebalance_timeout_ms=60_000,
-        session_timeout_ms=30_000,
+        # Equal ints made separately, as each request's decoding makes them.
+        rebalance_timeout_ms=int("60000"),
+        session_timeout_ms=int("30000"),
         protocol_type=protocol_type,
         protocols=(("range", b"\x00\x01"),),
     )
@@ -96,3 +103,27 @@ def test_members_share_their_client_id_and_protocol_type() -> None:
     assert one.client_id is two.client_id
     assert one.protocol_type is two.protocol_type
     assert one.protocols is two.protocols
+    assert one.session_timeout_ms is two.session_timeout_ms
+    assert one.rebalance_timeout_ms is two.rebalance_timeout_ms
+    # A rejoin's timeouts are shared too.
+    one.set_timeouts(int("90000"), int("45000"))
+    two.set_timeouts(int("90000"), int("45000"))
+    assert (one.rebalance_timeout_ms, one.session_timeout_ms) == (90_000, 45_000)
+    assert one.session_timeout_ms is two.session_timeout_ms
+
+
+def test_a_connection_buffers_only_once_a_read_is_not_one_whole_frame() -> None:
+    broker = Broker(Config())
+    conn = KafkaConnection(broker)
+    transport = FakeTransport(("127.0.0.1", 40001), ("127.0.0.1", 9092))
+    conn.connection_made(transport)  # type: ignore[arg-type]
+    api_versions = frame(struct.pack(">hhih", 18, 0, 7, 1) + b"c")
+    for _ in range(3):
+        conn.data_received(api_versions)
+    assert conn._reader is None
+    assert len(transport.written) == 3
+    conn.data_received(api_versions[:5])
+    assert conn.buffered == 5
+    conn.data_received(api_versions[5:])
+    assert conn.buffered == 0
+    assert len(transport.written) == 4

@@ -249,7 +249,7 @@ class JoinPhase:
         group.update_protocols(member, protocols)
         # Like Kafka's updateMember, a rejoin also takes the request's timeouts: the group's
         # rebalance timeout (the largest member's) and the session check must see them.
-        member.rebalance_timeout_ms, member.session_timeout_ms = timeouts
+        member.set_timeouts(*timeouts)
         group.park_join(member, ticket)
         self._maybe_prepare_rebalance(fx, now, group, f"{why}member {member.member_id} rejoined")
 
@@ -270,6 +270,7 @@ class JoinPhase:
             old.sync_ticket = None
         current_leader = group.leader_id or ""
         member.is_new = False
+        member.joined_at = 0
         group.replace_static_member(old_id, member)
         self._schedule_session_check(group, now + member.session_timeout_ms)
         log.info(
@@ -427,7 +428,9 @@ class JoinPhase:
         members = self._join_members(group)
         for member in group.members.values():
             ticket = group.take_join(member)
+            # joined_at matters only while new; 0 lets go of one int per member.
             member.is_new = False
+            member.joined_at = 0
             member.last_heartbeat = now
             leader = group.is_leader(member.member_id)
             fx.reply(
