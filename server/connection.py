@@ -14,14 +14,12 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import struct
 import sys
 import time
 from collections.abc import Callable
 from typing import Any, TypeVar
 
 from minicoord.protocol.apis import ApiSpec
-from minicoord.protocol.errors import ErrorCode
 from minicoord.protocol.framing import (
     FrameReader,
     FrameTooLarge,
@@ -32,17 +30,21 @@ from minicoord.protocol.headers import (
     MalformedHeader,
     RequestHeader,
     parse_request_header,
-    response_header,
     skip_tagged_fields,
 )
 from minicoord.protocol.validate import null_violation
 from minicoord.server import request_log
+from minicoord.server.answers import (
+    Answer,
+    ParkedReply,
+    encode_response,
+    unsupported_version_answer,
+)
 from minicoord.server.broker import Broker
 from minicoord.server.faults import can_fail, error_response
 from minicoord.server.handlers.base import (
     ANONYMOUS,
     NO_RESPONSE,
-    EncodedResponse,
     Handler,
     RequestContext,
 )
@@ -50,37 +52,10 @@ from minicoord.server.handlers.base import (
 log = logging.getLogger("minicoord.connection")
 T = TypeVar("T")
 
-_SIZE = struct.Struct(">i")
-_SIZE_CORRELATION = struct.Struct(">ii")
-API_VERSIONS_KEY = 18
 # SaslHandshake, SaslAuthenticate, AlterUserScramCredentials.
 _SECRET_APIS = frozenset((17, 36, 51))
 # Answers to one read are written together up to this size.
 CORK_LIMIT = 64 * 1024
-# One framed answer: its bytes, or buffers to write in order (a Fetch's record sets are
-# written from the log's own buffers with one vectored write, never joined).
-Answer = bytes | list[bytes]
-
-
-def encode_response(header: RequestHeader, spec: ApiSpec, response: Any) -> Answer:
-    """The framed answer: bytes, or a list of buffers when the body is one (record sets)."""
-    version = header.api_version
-    body = response.body if type(response) is EncodedResponse else response.encode(version=version)
-    # ApiVersions answers with header v0 at every version, so that a client which does not
-    # yet know our versions can always read it (KIP-511).
-    flexible = version >= spec.response_flexible_from and spec.key != API_VERSIONS_KEY
-    if type(body) is bytes:
-        # Size and header (response_header's layout) in one pack: every answer passes here.
-        if flexible:
-            return _SIZE_CORRELATION.pack(len(body) + 5, header.correlation_id) + b"\x00" + body
-        return _SIZE_CORRELATION.pack(len(body) + 4, header.correlation_id) + body
-    head = response_header(header.correlation_id, flexible)
-    if type(body) is list:
-        size = len(head) + sum(len(part) for part in body)
-        return [_SIZE.pack(size) + head, *body]
-    return _SIZE.pack(len(head) + len(body)) + head + body
-
-
 # Values thousands of connections hold alike (their client's host, our own address): one copy
 # each, not one per connection. Bounded by clearing, which only forgets the sharing.
 _SHARED: dict[Any, Any] = {}
@@ -93,58 +68,6 @@ def _shared(value: T) -> T:
             _SHARED.clear()
         found = _SHARED[value] = value
     return found  # type: ignore[no-any-return]
-
-
-class ParkedReply:
-    """A response slot filled later, when the coordinator (or a timer) resolves it."""
-
-    __slots__ = (
-        "_build",
-        "_conn",
-        "_header",
-        "_response",
-        "_spec",
-        "data",
-        "delay_ms",
-        "observe",
-    )
-
-    def __init__(
-        self,
-        conn: KafkaConnection,
-        header: RequestHeader,
-        spec: ApiSpec,
-        build: Callable | None,
-        response: Any = None,
-    ) -> None:
-        self._conn = conn
-        self._header = header
-        self._spec = spec
-        # `build(outcome)` makes the response; without it, the response is known already
-        # (KafkaConnection.hold), which spares a hot path a closure per request.
-        self._build = build
-        self._response = response
-        self.data: Answer | None = None
-        # Injected latency, and the metrics hook: both set by the connection when in use.
-        self.delay_ms = 0
-        self.observe: Callable[[Any], None] | None = None
-
-    def resolve(self, outcome: Any) -> None:
-        if self.data is not None:
-            return
-        if self.delay_ms:
-            delay, self.delay_ms = self.delay_ms, 0
-            self._conn.broker.call_later(delay, lambda: self.resolve(outcome))
-            return
-        build = self._build
-        response = self._response if build is None else build(outcome)
-        if self.observe is not None:
-            self.observe(response)
-        self.fill(encode_response(self._header, self._spec, response))
-
-    def fill(self, data: Answer) -> None:
-        self.data = data
-        self._conn.flush()
 
 
 class KafkaConnection(asyncio.Protocol):
@@ -480,28 +403,11 @@ class KafkaConnection(asyncio.Protocol):
         return parked
 
     def _unsupported_version(self, handler: Handler, header: RequestHeader) -> None:
-        spec = handler.spec
         request_log.unsupported_version(self.broker, self.peer, header, handler)
-        if spec.key == API_VERSIONS_KEY:
-            # KIP-511: answer at v0 with our whole list, so the client can retry at a version
-            # we serve.
-            from minicoord.server.handlers import api_versions
-
-            response = api_versions.build(
-                0, ErrorCode.UNSUPPORTED_VERSION, self.broker.handlers.api_versions()
-            )
-            header = RequestHeader(header.api_key, 0, header.correlation_id, header.client_id)
-        else:
-            # Answer in the nearest layout we know; clients read the error code first.
-            version = min(max(header.api_version, spec.min_version), spec.max_version)
-            fields = {"error_code": ErrorCode.UNSUPPORTED_VERSION}
-            if "error_code" not in spec.response._struct.fields:
-                fields = {}
-            response = spec.response(version=version, **fields)
-            header = RequestHeader(header.api_key, version, header.correlation_id, header.client_id)
+        header, response = unsupported_version_answer(handler, header, self.broker.handlers)
         if self.broker.request_log is not None:
-            self.broker.request_log.answered(self.peer, header, spec, None, response, 0.0)
-        self._enqueue(encode_response(header, spec, response))
+            self.broker.request_log.answered(self.peer, header, handler.spec, None, response, 0.0)
+        self._enqueue(encode_response(header, handler.spec, response))
 
     def _unserved(self, header: RequestHeader) -> None:
         """An API we do not serve: closed, as Kafka closes on an API key it does not know."""

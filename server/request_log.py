@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Any
 
 from minicoord.protocol.apis import SPECS
 from minicoord.protocol.errors import ErrorCode
+from minicoord.server.answers import API_VERSIONS_KEY
 
 if TYPE_CHECKING:
     from minicoord.protocol.apis import ApiSpec
@@ -36,7 +37,6 @@ if TYPE_CHECKING:
     from minicoord.server.metrics import Metrics
 
 log = logging.getLogger("minicoord.requests")
-API_VERSIONS_KEY = 18
 
 # Answers a client cannot get past by retrying the same request: its configuration (or the
 # server) must change. Used to word the INFO lines and by the handlers that refuse.

@@ -21,8 +21,9 @@ from minicoord.protocol.headers import (
     parse_request_header,
     skip_tagged_fields,
 )
+from minicoord.server.answers import encode_response
 from minicoord.server.broker import Broker
-from minicoord.server.connection import KafkaConnection, encode_response
+from minicoord.server.connection import KafkaConnection
 from minicoord.server.security.sasl import Authenticator, Refused, SaslSettings, State
 from minicoord.server.security.tls import principal_of
 

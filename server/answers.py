@@ -1,0 +1,120 @@
+"""What goes back to a client: framed answers, and replies that are filled in later.
+
+A connection answers in request order; an answer is either ready when its request is handled
+(bytes, framed here) or a `ParkedReply` that a coordinator outcome, a write reaching the log
+or a timer fills later.
+"""
+
+from __future__ import annotations
+
+import struct
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from minicoord.protocol.apis import ApiSpec
+from minicoord.protocol.errors import ErrorCode
+from minicoord.protocol.headers import RequestHeader, response_header
+from minicoord.server.handlers.base import EncodedResponse, Handler
+
+if TYPE_CHECKING:
+    from minicoord.server.connection import KafkaConnection
+    from minicoord.server.handlers import HandlerRegistry
+
+_SIZE = struct.Struct(">i")
+_SIZE_CORRELATION = struct.Struct(">ii")
+API_VERSIONS_KEY = 18
+# One framed answer: its bytes, or buffers to write in order (a Fetch's record sets are
+# written from the log's own buffers with one vectored write, never joined).
+Answer = bytes | list[bytes]
+
+
+def encode_response(header: RequestHeader, spec: ApiSpec, response: Any) -> Answer:
+    """The framed answer: bytes, or a list of buffers when the body is one (record sets)."""
+    version = header.api_version
+    body = response.body if type(response) is EncodedResponse else response.encode(version=version)
+    # ApiVersions answers with header v0 at every version, so that a client which does not
+    # yet know our versions can always read it (KIP-511).
+    flexible = version >= spec.response_flexible_from and spec.key != API_VERSIONS_KEY
+    if type(body) is bytes:
+        # Size and header (response_header's layout) in one pack: every answer passes here.
+        if flexible:
+            return _SIZE_CORRELATION.pack(len(body) + 5, header.correlation_id) + b"\x00" + body
+        return _SIZE_CORRELATION.pack(len(body) + 4, header.correlation_id) + body
+    head = response_header(header.correlation_id, flexible)
+    if type(body) is list:
+        size = len(head) + sum(len(part) for part in body)
+        return [_SIZE.pack(size) + head, *body]
+    return _SIZE.pack(len(head) + len(body)) + head + body
+
+
+def unsupported_version_answer(
+    handler: Handler, header: RequestHeader, handlers: HandlerRegistry
+) -> tuple[RequestHeader, Any]:
+    """The header and response answering a request at a version outside ours."""
+    spec = handler.spec
+    if spec.key == API_VERSIONS_KEY:
+        # KIP-511: answer at v0 with our whole list, so the client can retry at a version we
+        # serve.
+        from minicoord.server.handlers import api_versions
+
+        response = api_versions.build(0, ErrorCode.UNSUPPORTED_VERSION, handlers.api_versions())
+        return RequestHeader(header.api_key, 0, header.correlation_id, header.client_id), response
+    # Answer in the nearest layout we know; clients read the error code first.
+    version = min(max(header.api_version, spec.min_version), spec.max_version)
+    fields = {"error_code": ErrorCode.UNSUPPORTED_VERSION}
+    if "error_code" not in spec.response._struct.fields:
+        fields = {}
+    response = spec.response(version=version, **fields)
+    return RequestHeader(header.api_key, version, header.correlation_id, header.client_id), response
+
+
+class ParkedReply:
+    """A response slot filled later, when the coordinator (or a timer) resolves it."""
+
+    __slots__ = (
+        "_build",
+        "_conn",
+        "_header",
+        "_response",
+        "_spec",
+        "data",
+        "delay_ms",
+        "observe",
+    )
+
+    def __init__(
+        self,
+        conn: KafkaConnection,
+        header: RequestHeader,
+        spec: ApiSpec,
+        build: Callable | None,
+        response: Any = None,
+    ) -> None:
+        self._conn = conn
+        self._header = header
+        self._spec = spec
+        # `build(outcome)` makes the response; without it, the response is known already
+        # (KafkaConnection.hold), which spares a hot path a closure per request.
+        self._build = build
+        self._response = response
+        self.data: Answer | None = None
+        # Injected latency, and the metrics hook: both set by the connection when in use.
+        self.delay_ms = 0
+        self.observe: Callable[[Any], None] | None = None
+
+    def resolve(self, outcome: Any) -> None:
+        if self.data is not None:
+            return
+        if self.delay_ms:
+            delay, self.delay_ms = self.delay_ms, 0
+            self._conn.broker.call_later(delay, lambda: self.resolve(outcome))
+            return
+        build = self._build
+        response = self._response if build is None else build(outcome)
+        if self.observe is not None:
+            self.observe(response)
+        self.fill(encode_response(self._header, self._spec, response))
+
+    def fill(self, data: Answer) -> None:
+        self.data = data
+        self._conn.flush()
