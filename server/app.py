@@ -5,12 +5,14 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import contextlib
+import ipaddress
 import logging
 import math
 import signal
 import socket
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
+from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from minicoord.server import early_listen, request_log
@@ -34,6 +36,20 @@ log = logging.getLogger("minicoord.server")
 
 # Under log.flush.policy=none, how often buffered records are written to the OS.
 BUFFERED_WRITE_INTERVAL_S = 1.0
+
+
+def arrival_address(sockets: Sequence[Any]) -> tuple[str, int] | None:
+    """The local address every connection accepted on these listening sockets has, if they
+    share one: a single socket bound to one address, not a wildcard (0.0.0.0, ::)."""
+    if len(sockets) != 1:
+        return None
+    host, port = sockets[0].getsockname()[:2]
+    try:
+        if ipaddress.ip_address(host).is_unspecified:
+            return None
+    except ValueError:
+        return None
+    return host, port
 
 
 class Server:
@@ -118,8 +134,15 @@ class Server:
 
         return describe(self.listeners, self.bound)
 
-    def _factory(self, listener: Any) -> tuple[Callable[[], asyncio.Protocol], Any]:
-        """The protocol factory and SSLContext (or None) of one listener."""
+    def _factory(
+        self, listener: Any, arrival: list[tuple[str, int] | None]
+    ) -> tuple[Callable[[], asyncio.Protocol], Any]:
+        """The protocol factory and SSLContext (or None) of one listener.
+
+        `arrival[0]` is set once the listener is bound, when all its connections arrive at one
+        address: without an advertised address, that is what Metadata names, and a connection
+        given it never asks its transport (which keeps the answer for the connection's life).
+        """
         broker = self.broker
         ssl_context = None
         if listener.tls:
@@ -127,36 +150,29 @@ class Server:
 
             ssl_context = server_context(self.config, listener)
         advertised = listener.advertised or broker.advertised
+        make: Callable[[], KafkaConnection]
         if listener.sasl:
             from minicoord.server.security.connections import SaslConnection
             from minicoord.server.security.sasl import settings_for
 
             settings = settings_for(self.config, listener, broker.user_store())
 
-            def sasl() -> asyncio.Protocol:
-                conn = SaslConnection(broker, settings)
-                conn.advertised = advertised
-                return conn
+            def make() -> KafkaConnection:
+                return SaslConnection(broker, settings)
 
-            return sasl, ssl_context
-        if listener.tls:
+        elif listener.tls:
             from minicoord.server.security.connections import TlsConnection
 
-            def tls() -> asyncio.Protocol:
-                conn = TlsConnection(broker)
-                conn.advertised = advertised
-                return conn
+            make = partial(TlsConnection, broker)
+        else:
+            make = partial(KafkaConnection, broker)
 
-            return tls, ssl_context
-        if advertised is broker.advertised:
-            return lambda: KafkaConnection(broker), None
-
-        def plain() -> asyncio.Protocol:
-            conn = KafkaConnection(broker)
-            conn.advertised = advertised
+        def factory() -> asyncio.Protocol:
+            conn = make()
+            conn.advertised = advertised or arrival[0]
             return conn
 
-        return plain, None
+        return factory, ssl_context
 
     async def start(self) -> None:
         loop = asyncio.get_running_loop()
@@ -179,7 +195,11 @@ class Server:
         offsets_partitions, topic_partitions = plan_loading(broker)
         if self._users or any(lst.sasl for lst in self.listeners):
             broker.add_users(self._users)
-        factories = [self._factory(lst) for lst in self.listeners]
+        arrivals: list[list[tuple[str, int] | None]] = [[None] for _ in self.listeners]
+        factories = [
+            self._factory(lst, arrival)
+            for lst, arrival in zip(self.listeners, arrivals, strict=True)
+        ]
         broker.attach(loop)
         try:
             for i, (lst, (factory, ssl_context)) in enumerate(
@@ -202,6 +222,7 @@ class Server:
                         factory, lst.host or None, lst.port, reuse_address=True, backlog=1024
                     )
                 self._servers.append(server)
+                arrivals[i][0] = arrival_address(server.sockets)
                 # With port 0 the OS picked one: report what we actually bound.
                 host, port = server.sockets[0].getsockname()[:2]
                 self.bound.append((lst.host or host, port))

@@ -9,11 +9,13 @@ share their client id, protocol type and timeouts.
 from __future__ import annotations
 
 import gc
+import socket
 import struct
 import weakref
 from typing import Any
 
 from minicoord.protocol.framing import FrameReader, frame
+from minicoord.server.app import arrival_address
 from minicoord.server.broker import Broker
 from minicoord.server.config import Config
 from minicoord.server.connection import KafkaConnection
@@ -81,6 +83,19 @@ def test_connections_from_one_host_share_their_address_strings() -> None:
     assert a.address == ("127.0.0.1", 9092)
     assert (a.peer, b.peer) == ("10.1.2.3:40001", "10.1.2.3:40002")
     assert KafkaConnection(broker).peer == "unknown"
+
+
+def test_a_listener_on_one_address_names_it_for_all_its_connections() -> None:
+    # Its connections then never ask their transport (which would keep the answer for each).
+    with (
+        socket.create_server(("127.0.0.1", 0)) as one,
+        socket.create_server(("0.0.0.0", 0)) as every,
+        socket.create_server(("127.0.0.1", 0)) as other,
+    ):
+        assert arrival_address([one]) == ("127.0.0.1", one.getsockname()[1])
+        # A wildcard bind: a connection arrives at whichever address the client used.
+        assert arrival_address([every]) is None
+        assert arrival_address([one, other]) is None
 
 
 def member(client_id: str, protocol_type: str) -> Member:
