@@ -17,13 +17,17 @@ Empty groups change type freely, whatever the policy.
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from minicoord.protocol.errors import ErrorCode
 from minicoord.protocol.records import Record, group_metadata_key
 from minicoord.server.coordinator.consumer import targets
+from minicoord.server.coordinator.consumer.embedded import (
+    assignment_bytes,
+    names_to_ids,
+    parse_subscription,
+)
 from minicoord.server.coordinator.consumer.group import (
-    Assignment,
     ClassicProtocols,
     ConsumerGroup,
     ConsumerMember,
@@ -52,52 +56,6 @@ CONSUMER = "consumer"
 
 def _policy_allows(policy: str, direction: str) -> bool:
     return policy.lower() in ("bidirectional", direction)
-
-
-def parse_subscription(metadata: bytes) -> Any:
-    # kafka-python's consumer protocol classes are imported where used (here and below): they
-    # are built from JSON on import, a good share of a server's start-up, for mixed groups only.
-    from kafka.protocol.consumer.metadata import ConsumerProtocolSubscription
-
-    return ConsumerProtocolSubscription.decode(metadata)
-
-
-def _names_to_ids(
-    pairs: Any, topics: targets.TopicsView
-) -> Assignment:  # (topic, partitions) pairs from the embedded protocol
-    out: Assignment = {}
-    for entry in pairs or ():
-        topic = topics.get(entry.topic)
-        if topic is not None:
-            out[topic.topic_id] = frozenset(
-                out.get(topic.topic_id, frozenset()) | set(entry.partitions)
-            )
-    return out
-
-
-def assignment_bytes(
-    member: ConsumerMember, assigned: Assignment, topics: targets.TopicsView
-) -> bytes:
-    """A classic member's assignment in the embedded consumer protocol, by topic name, at
-    the version of its own subscription (0-3)."""
-    version = 0
-    if member.classic is not None and member.classic.protocols:
-        metadata = member.classic.protocols[0][1]
-        if len(metadata) >= 2:
-            version = max(0, min(3, int.from_bytes(metadata[:2], "big", signed=True)))
-    from kafka.protocol.consumer.metadata import ConsumerProtocolAssignment
-
-    tp = ConsumerProtocolAssignment.TopicPartition
-    parts = []
-    for topic_id, partitions in sorted(assigned.items()):
-        topic = topics.by_id(topic_id)
-        if topic is not None and partitions:
-            parts.append(tp(topic=topic.name, partitions=sorted(partitions)))
-    return bytes(
-        ConsumerProtocolAssignment(assigned_partitions=parts, user_data=None).encode(
-            version=version
-        )
-    )
 
 
 class MixedGroups:
@@ -161,7 +119,7 @@ class MixedGroups:
                     ErrorCode.GROUP_ID_NOT_FOUND,
                     f"{prefix} an unsupported custom assignor is in use.",
                 )
-            assigned = _names_to_ids(
+            assigned = names_to_ids(
                 assignment.assigned_partitions if assignment else (), self.topics
             )
             member = ConsumerMember(
@@ -298,7 +256,7 @@ class MixedGroups:
         updated.regex = ""
         updated.client_id, updated.client_host = client_id, client_host
         updated.classic = ClassicProtocols(session_timeout_ms, tuple(protocols))
-        owned = _names_to_ids(getattr(subscription, "owned_partitions", None), self.topics)
+        owned = names_to_ids(getattr(subscription, "owned_partitions", None), self.topics)
         if old is not None and old.sync_ticket is not None:
             fx.reply(old.sync_ticket, SyncOutcome(ErrorCode.REBALANCE_IN_PROGRESS))
         member = self.consumers.admit(fx, now, group, False, old, replaced, updated, owned)
