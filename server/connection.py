@@ -15,7 +15,6 @@ from __future__ import annotations
 import asyncio
 import logging
 import sys
-import time
 from collections.abc import Callable
 from typing import Any, TypeVar
 
@@ -41,7 +40,7 @@ from minicoord.server.answers import (
     unsupported_version_answer,
 )
 from minicoord.server.broker import Broker
-from minicoord.server.faults import can_fail, error_response
+from minicoord.server.fault_answers import delayed_answer, injected_answer
 from minicoord.server.handlers.base import (
     ANONYMOUS,
     NO_RESPONSE,
@@ -307,7 +306,7 @@ class KafkaConnection(asyncio.Protocol):
         observe = None
         # The request log's cost when DEBUG is off: this one attribute read.
         if broker.metrics is not None or broker.request_log is not None:
-            observe = self._observer(header, spec, request)
+            observe = request_log.observer(broker, self.peer, header, spec, request)
         # Replies parked by the handler carry the hook from birth: they may be resolved
         # before the handler even returns.
         self._observe = observe
@@ -323,7 +322,7 @@ class KafkaConnection(asyncio.Protocol):
                 if cut is not None and not cut.after_handling:
                     self.abort(f"injected fault: cut before handling {spec.name}")
                     return
-                out, delay = self._injected(spec, header, request)
+                out, delay = injected_answer(self, spec, header, request)
             if out is None:
                 out = handler.handle(RequestContext(broker, self, header, spec), request)
             if cut is not None:
@@ -334,7 +333,7 @@ class KafkaConnection(asyncio.Protocol):
                     broker.request_log.answered(self.peer, header, spec, request, None, 0.0)
                 return
             if delay:
-                out = self._delayed(header, spec, out, delay)
+                out = delayed_answer(self, header, spec, out, delay)
             if isinstance(out, ParkedReply):
                 slot: Answer | ParkedReply = out
             else:
@@ -352,55 +351,6 @@ class KafkaConnection(asyncio.Protocol):
             self.abort(f"internal error handling {spec.name} v{version}")
             return
         self._enqueue(slot)
-
-    def _observer(
-        self, header: RequestHeader, spec: ApiSpec, request: Any
-    ) -> Callable[[Any], None]:
-        """The hook each answer passes through when it is sent, parked or not."""
-        broker = self.broker
-        metrics = broker.metrics
-        if broker.request_log is not None:
-            return broker.request_log.observer(self.peer, header, spec, request, metrics)
-        assert metrics is not None
-        api_key = spec.key
-        histogram = metrics.on_request(api_key, header.api_version)
-        started = time.perf_counter()
-        return lambda response: metrics.on_response(
-            api_key, response, time.perf_counter() - started, histogram
-        )
-
-    def _injected(self, spec: ApiSpec, header: RequestHeader, request: Any) -> tuple[Any, int]:
-        """A test's injected failure response (or None) and latency for this request."""
-        faults = self.broker.faults
-        error = faults.injected_error(spec.key, header.client_id, request)
-        response = None
-        if error is not None:
-            # Answered before the handler runs: an injected failure changes no state.
-            if not can_fail(spec.key, header.api_version) or (spec.key == 0 and request.acks == 0):
-                # No answer could carry the error (or none is awaited, as for acks=0):
-                # the client sees a failed connection instead, as on a real broker fault.
-                self.abort(
-                    f"injected fault: {spec.name} v{header.api_version} failed with "
-                    f"{error.name}, which its answer cannot carry"
-                )
-                return NO_RESPONSE, 0
-            response = error_response(spec, header.api_version, request, error)
-        return response, faults.delay_ms(spec.key, self.broker.now())
-
-    def _delayed(self, header: RequestHeader, spec: ApiSpec, out: Any, delay_ms: int) -> Any:
-        if isinstance(out, ParkedReply):
-            if out.data is None:
-                out.delay_ms = delay_ms
-                return out
-            # Already answered inside the handler: hold the encoded answer back instead.
-            held = self.park(header, spec, lambda _: None)
-            data = out.data
-            self.broker.call_later(delay_ms, lambda: held.fill(data))
-            return held
-        parked = self.park(header, spec, lambda _: out)
-        parked.delay_ms = delay_ms
-        parked.resolve(None)  # schedules the real answer delay_ms from now
-        return parked
 
     def _unsupported_version(self, handler: Handler, header: RequestHeader) -> None:
         request_log.unsupported_version(self.broker, self.peer, header, handler)

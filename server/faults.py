@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any
 
 from minicoord.protocol.apis import SOURCES, SPECS, api_name
 from minicoord.protocol.errors import ErrorCode
-from minicoord.server.coordinator.coordinator import PartitionStatus
+from minicoord.server.coordinator.partition_status import PartitionStatus
 
 if TYPE_CHECKING:
     from minicoord.server.broker import Broker

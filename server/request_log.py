@@ -205,6 +205,23 @@ def refresh(broker: Broker) -> None:
     broker.request_log = RequestLog(broker) if log.isEnabledFor(logging.DEBUG) else None
 
 
+def observer(
+    broker: Broker, peer: str, header: RequestHeader, spec: ApiSpec, request: Any
+) -> Callable[[Any], None]:
+    """The hook each answer passes through when it is sent, parked or not: the request log's
+    while DEBUG is on, else the metrics' alone (the connection asks only when one is on)."""
+    metrics = broker.metrics
+    if broker.request_log is not None:
+        return broker.request_log.observer(peer, header, spec, request, metrics)
+    assert metrics is not None
+    api_key = spec.key
+    histogram = metrics.on_request(api_key, header.api_version)
+    started = time.perf_counter()
+    return lambda response: metrics.on_response(
+        api_key, response, time.perf_counter() - started, histogram
+    )
+
+
 class RequestLog:
     """The DEBUG line of each answered request (present only while DEBUG is on)."""
 

@@ -10,15 +10,11 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
-from enum import Enum
 
 from minicoord.protocol.errors import ErrorCode
 from minicoord.server.config import Config
+from minicoord.server.coordinator.admin import GroupAdmin
 from minicoord.server.coordinator.classic.manager import GroupManager, Protocols, random_member_id
-from minicoord.server.coordinator.consumer.describe import (
-    ConsumerGroupDescription,
-    describe_consumer_group,
-)
 from minicoord.server.coordinator.consumer.group import ConsumerGroup
 from minicoord.server.coordinator.consumer.manager import ConsumerGroupManager
 from minicoord.server.coordinator.consumer.mixed import MixedGroups
@@ -31,6 +27,7 @@ from minicoord.server.coordinator.consumer.requests import validate as validate_
 from minicoord.server.coordinator.consumer.targets import TopicsView
 from minicoord.server.coordinator.offset_requests import OffsetRequests
 from minicoord.server.coordinator.offsets import OffsetsManager
+from minicoord.server.coordinator.partition_status import STATUS_ERROR, PartitionStatus
 from minicoord.server.coordinator.partitioning import partition_for
 from minicoord.server.coordinator.replay import (
     PartitionReplay,
@@ -39,8 +36,6 @@ from minicoord.server.coordinator.replay import (
 )
 from minicoord.server.coordinator.results import (
     Effects,
-    GroupDescription,
-    GroupListing,
     JoinOutcome,
     LeaveOutcome,
     Result,
@@ -53,21 +48,7 @@ from minicoord.server.topics import TopicRegistry
 log = logging.getLogger("minicoord.coordinator")
 
 
-class PartitionStatus(Enum):
-    ACTIVE = "active"
-    LOADING = "loading"  # replaying its log: COORDINATOR_LOAD_IN_PROGRESS
-    FAILED = "failed"  # its log could not be read: COORDINATOR_NOT_AVAILABLE
-    MOVED = "moved"  # another coordinator owns it: NOT_COORDINATOR
-
-
-_STATUS_ERROR = {
-    PartitionStatus.LOADING: ErrorCode.COORDINATOR_LOAD_IN_PROGRESS,
-    PartitionStatus.FAILED: ErrorCode.COORDINATOR_NOT_AVAILABLE,
-    PartitionStatus.MOVED: ErrorCode.NOT_COORDINATOR,
-}
-
-
-class GroupCoordinator:
+class GroupCoordinator(GroupAdmin):
     def __init__(
         self,
         config: Config,
@@ -127,7 +108,7 @@ class GroupCoordinator:
         if not self.partition_status:
             return None
         status = self.partition_status.get(self.partition_for(group_id))
-        return _STATUS_ERROR[status] if status else None
+        return STATUS_ERROR[status] if status else None
 
     # -- loading --------------------------------------------------------------------------
 
@@ -442,85 +423,6 @@ class GroupCoordinator:
             now, group, member_id, epoch, instance_id, client_id, client_host
         )
 
-    def consumer_group_describe(self, group_ids: list[str]) -> list[ConsumerGroupDescription]:
-        out = []
-        for gid in group_ids:
-            error = self.unavailable(gid)
-            if not gid:
-                out.append(ConsumerGroupDescription(gid, ErrorCode.INVALID_GROUP_ID))
-            elif error is not None:
-                out.append(ConsumerGroupDescription(gid, error))
-            else:
-                out.append(describe_consumer_group(self, gid))
-        return out
-
     def on_topics_changed(self, names: set[str], created: bool) -> None:
         """Topics were created, deleted or grew: consumer groups subscribed to them follow."""
         self.consumers.on_topics_changed(names, created)
-
-    # -- admin ----------------------------------------------------------------------------
-
-    def describe_groups(self, group_ids: list[str]) -> list[GroupDescription]:
-        out = []
-        for gid in group_ids:
-            error = self.unavailable(gid)
-            if error is not None:
-                out.append(GroupDescription(gid, error, "", "", ""))
-            elif self.consumers.group(gid) is not None:
-                # The classic API does not describe consumer groups: Kafka answers "Dead".
-                out.append(
-                    GroupDescription(
-                        gid,
-                        ErrorCode.GROUP_ID_NOT_FOUND,
-                        "Dead",
-                        "",
-                        "",
-                        message=f"Group {gid} is not a classic group.",
-                    )
-                )
-            else:
-                out.append(self.groups.describe(gid))
-        return out
-
-    def list_groups(
-        self, states: set[str] | None = None, types: set[str] | None = None
-    ) -> tuple[ErrorCode, list[GroupListing]]:
-        if PartitionStatus.LOADING in self.partition_status.values():
-            return ErrorCode.COORDINATOR_LOAD_IN_PROGRESS, []
-        wanted_states = {s.strip().lower() for s in states} if states else None
-        wanted_types = {t.strip().lower() for t in types} if types else None
-        listings = []
-        for group in self.groups.groups.values():
-            if isinstance(group, ConsumerGroup):
-                listing = GroupListing(group.group_id, "consumer", group.state.value, "consumer")
-            else:
-                listing = GroupListing(
-                    group.group_id, group.protocol_type or "", group.state.value, "classic"
-                )
-            if wanted_states is not None and listing.state.lower() not in wanted_states:
-                continue
-            if wanted_types is not None and listing.group_type not in wanted_types:
-                continue
-            if self.unavailable(listing.group_id) is None:
-                listings.append(listing)
-        return ErrorCode.NONE, listings
-
-    def delete_groups(self, now: int, group_ids: list[str]) -> Result[list[ErrorCode]]:
-        fx = Effects()
-        errors = []
-        for gid in group_ids:
-            error = self.unavailable(gid)
-            consumer = self.consumers.group(gid)
-            if error is None and consumer is not None:
-                if consumer.members:
-                    error = ErrorCode.NON_EMPTY_GROUP
-                else:
-                    self.offsets.delete_group(fx, consumer.partition, gid)
-                    self.consumers.delete(fx, consumer)
-                    error = ErrorCode.NONE
-            elif error is None:
-                error = self.groups.delete(fx, now, gid)
-                if error is ErrorCode.NONE:
-                    self.offsets.delete_group(fx, self.partition_for(gid), gid)
-            errors.append(error)
-        return fx.result(errors)

@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 from helpers_coordinator import GROUP, Harness
 from minicoord.protocol.errors import ErrorCode
-from minicoord.server.coordinator.coordinator import PartitionStatus
 from minicoord.server.coordinator.offset_requests import OffsetCommitEntry
+from minicoord.server.coordinator.partition_status import PartitionStatus
 from minicoord.server.coordinator.results import JoinOutcome, LeaveOutcome, SyncOutcome
 from minicoord.server.coordinator.state import GroupState
 

@@ -11,7 +11,7 @@ from minicoord.server.coordinator.consumer import targets
 from minicoord.server.coordinator.consumer.group import Assignment, ConsumerGroup
 
 if TYPE_CHECKING:
-    from minicoord.server.coordinator.coordinator import GroupCoordinator
+    from minicoord.server.coordinator.consumer.manager import ConsumerGroupManager
 
 # (topic id, topic name, partitions), for topics that exist.
 DescribedAssignment = tuple[tuple[uuid.UUID, str, tuple[int, ...]], ...]
@@ -55,9 +55,10 @@ def _named(assignment: Assignment, topics: targets.TopicsView) -> DescribedAssig
 
 
 def describe_consumer_group(
-    coordinator: GroupCoordinator, group_id: str
+    consumers: ConsumerGroupManager, group_id: str
 ) -> ConsumerGroupDescription:
-    group = coordinator.groups.groups.get(group_id)
+    # The manager's dict holds classic groups too: one id, one group.
+    group = consumers.groups.get(group_id)
     if group is None:
         return ConsumerGroupDescription(
             group_id, ErrorCode.GROUP_ID_NOT_FOUND, f"Group {group_id} not found."
@@ -66,7 +67,7 @@ def describe_consumer_group(
         return ConsumerGroupDescription(
             group_id, ErrorCode.GROUP_ID_NOT_FOUND, f"Group {group_id} is not a consumer group."
         )
-    topics = coordinator.topics
+    topics = consumers.topics
     members = []
     for m in group.members.values():
         owned: Assignment = dict(m.assigned)
@@ -94,6 +95,6 @@ def describe_consumer_group(
         group.state.value,
         group.epoch,
         group.assignment_epoch,
-        targets.preferred_assignor(group, coordinator.consumers.default_assignor),
+        targets.preferred_assignor(group, consumers.default_assignor),
         tuple(members),
     )
