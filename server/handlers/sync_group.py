@@ -9,11 +9,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from kafka.protocol.consumer import SyncGroupResponse
+from minicoord.protocol import fast_rebalance
 from minicoord.protocol.apis import SPECS
 from minicoord.protocol.errors import ErrorCode
 from minicoord.server.coordinator.results import SyncOutcome
-from minicoord.server.handlers.base import Handler, RequestContext
+from minicoord.server.handlers.base import EncodedResponse, Handler, RequestContext
 from minicoord.server.request_log import UNRECOVERABLE, refused
 from minicoord.server.security import authorize
 
@@ -28,14 +28,12 @@ def handle(ctx: RequestContext, request: Any) -> Any:
         # Holds the group id, not the request (a leader's holds every assignment).
         if outcome.error in UNRECOVERABLE:
             refused(ctx, outcome.error, f"group {group_id!r}")
-        return SyncGroupResponse(
-            version=version,
-            throttle_time_ms=0,
-            error_code=outcome.error,
-            protocol_type=outcome.protocol_type,
-            protocol_name=outcome.protocol_name,
-            assignment=outcome.assignment,
+        # Packed by hand (byte-equal to the generated encoder, see its tests): the leader's
+        # assignment releases every follower's answer at once.
+        body = fast_rebalance.encode_sync_response(
+            version, outcome.error, outcome.protocol_type, outcome.protocol_name, outcome.assignment
         )
+        return EncodedResponse(body, outcome.error)
 
     broker = ctx.broker
     if broker.authorizer is not None and authorize.group_denied(ctx, group_id):

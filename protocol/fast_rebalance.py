@@ -1,0 +1,128 @@
+"""Hand-written encoders for the answers of a rebalance: JoinGroup (key 11, v0-9) and
+SyncGroup (key 14, v0-5).
+
+A group of a thousand members gets a thousand JoinGroup answers at once when its join phase
+completes (and as many MEMBER_ID_REQUIRED answers before it), the leader's listing every
+member, then a thousand SyncGroup answers when the leader's assignment arrives. The
+generated encoder builds a message object per answer and per member; these pack the fields
+directly, for about a tenth of the cost. tests/protocol/test_fast_rebalance.py proves them
+byte-equal to the generated encoders for every version.
+"""
+
+from __future__ import annotations
+
+import struct
+from collections.abc import Sequence
+from typing import Protocol
+
+from minicoord.protocol.headers import write_uvarint
+
+_I16 = struct.Struct(">h")
+_I32 = struct.Struct(">i")
+_ERROR_GENERATION = struct.Struct(">hi")
+_THROTTLE_ERROR_GENERATION = struct.Struct(">ihi")
+JOIN_FLEXIBLE_FROM = 6
+SYNC_FLEXIBLE_FROM = 4
+_THROTTLE_ERROR = struct.Struct(">ih")
+NULL_COMPACT = b"\x00"
+NULL_LEGACY = b"\xff\xff"
+
+
+class JoinMember(Protocol):
+    """A member as the leader's answer lists it (the coordinator's JoinMember)."""
+
+    @property
+    def member_id(self) -> str: ...
+
+    @property
+    def group_instance_id(self) -> str | None: ...
+
+    @property
+    def metadata(self) -> bytes: ...
+
+
+def _compact(text: str | None) -> bytes:
+    if text is None:
+        return NULL_COMPACT
+    data = text.encode()
+    return write_uvarint(len(data) + 1) + data
+
+
+def _legacy(text: str | None) -> bytes:
+    if text is None:
+        return NULL_LEGACY
+    data = text.encode()
+    return _I16.pack(len(data)) + data
+
+
+def encode_join_response(
+    version: int,
+    error: int,
+    generation_id: int,
+    protocol_type: str | None,
+    protocol_name: str | None,
+    leader: str,
+    skip_assignment: bool,
+    member_id: str,
+    members: Sequence[JoinMember],
+) -> bytes:
+    """The response body. `protocol_name` must not be None below v7, where it is not
+    nullable (the handler answers "" there, as Kafka does)."""
+    flexible = version >= JOIN_FLEXIBLE_FROM
+    string = _compact if flexible else _legacy
+    if version >= 2:
+        parts = [_THROTTLE_ERROR_GENERATION.pack(0, error, generation_id)]
+    else:
+        parts = [_ERROR_GENERATION.pack(error, generation_id)]
+    if version >= 7:
+        parts.append(string(protocol_type))
+    if protocol_name is None and version < 7:
+        raise ValueError("protocol_name is not nullable before v7")
+    parts.append(string(protocol_name))
+    parts.append(string(leader))
+    if version >= 9:
+        parts.append(b"\x01" if skip_assignment else b"\x00")
+    parts.append(string(member_id))
+    with_instance = version >= 5
+    if flexible:
+        parts.append(write_uvarint(len(members) + 1))
+        for m in members:
+            metadata = m.metadata
+            parts.append(_compact(m.member_id))
+            if with_instance:
+                parts.append(_compact(m.group_instance_id))
+            parts.append(write_uvarint(len(metadata) + 1))
+            parts.append(metadata)
+            parts.append(b"\x00")  # the member's tagged fields: none
+        parts.append(b"\x00")  # the response's tagged fields: none
+    else:
+        parts.append(_I32.pack(len(members)))
+        for m in members:
+            metadata = m.metadata
+            parts.append(_legacy(m.member_id))
+            if with_instance:
+                parts.append(_legacy(m.group_instance_id))
+            parts.append(_I32.pack(len(metadata)))
+            parts.append(metadata)
+    return b"".join(parts)
+
+
+def encode_sync_response(
+    version: int,
+    error: int,
+    protocol_type: str | None,
+    protocol_name: str | None,
+    assignment: bytes,
+) -> bytes:
+    """The response body (the protocol type and name are answered from v5)."""
+    head = _THROTTLE_ERROR.pack(0, error) if version >= 1 else _I16.pack(error)
+    if version < SYNC_FLEXIBLE_FROM:
+        return head + _I32.pack(len(assignment)) + assignment
+    parts = [head]
+    if version >= 5:
+        parts.append(_compact(protocol_type))
+        parts.append(_compact(protocol_name))
+    parts.append(write_uvarint(len(assignment) + 1))
+    parts.append(assignment)
+    parts.append(b"\x00")  # no tagged fields
+    return b"".join(parts)
