@@ -63,8 +63,9 @@ async def test_produce_then_consume_every_record(server: ServerProcess) -> None:
     )
     assert totals(produced)["produce"] == (2_000, 0)
     g = gauges(produced)
-    # The bench's /proc readers saw this task, the server and the machine.
-    assert g["client_cpu_s"] > 0 and g["server_cpu_s"] >= 0 and g["host_busy_s"] > 0
+    # The bench's /proc readers saw this task, the server and the machine. The server's and
+    # the machine's counts are whole clock ticks (10 ms): a quick step may see none pass.
+    assert g["client_cpu_s"] > 0 and g["server_cpu_s"] >= 0 and g["host_busy_s"] >= 0
     assert g["server_rss_kib"] > 10_000 and "server_rss_anon_kib" in g
 
     consumed = await run_plan(
