@@ -19,11 +19,11 @@ from minicoord.protocol.headers import write_uvarint
 
 _I16 = struct.Struct(">h")
 _I32 = struct.Struct(">i")
+_THROTTLE_ERROR = struct.Struct(">ih")
 _ERROR_GENERATION = struct.Struct(">hi")
 _THROTTLE_ERROR_GENERATION = struct.Struct(">ihi")
 JOIN_FLEXIBLE_FROM = 6
 SYNC_FLEXIBLE_FROM = 4
-_THROTTLE_ERROR = struct.Struct(">ih")
 NULL_COMPACT = b"\x00"
 NULL_LEGACY = b"\xff\xff"
 
