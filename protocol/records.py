@@ -124,14 +124,86 @@ def group_metadata_key(group: str) -> bytes:
     )
 
 
-def group_metadata_value(**fields: Any) -> bytes:
-    members = [
-        classic_records.GroupMetadataValue.MemberMetadata(**m) for m in fields.pop("members")
+# One classic member as the group metadata value lists it: member id, group.instance.id,
+# client id, client host, rebalance timeout, session timeout, subscription, assignment.
+GroupMetadataMember = tuple[str, "str | None", str, str, int, int, bytes, bytes]
+_GROUP_HEAD = struct.Struct(">hh")  # value version, then the protocol type's length
+_TIMEOUTS = struct.Struct(">ii")
+_NULL_STRING = _H.pack(-1)
+
+
+def _string(text: str | None) -> bytes:
+    if text is None:
+        return _NULL_STRING
+    data = text.encode()
+    return _H.pack(len(data)) + data
+
+
+def group_metadata_value(
+    protocol_type: str,
+    generation: int,
+    protocol: str | None,
+    leader: str | None,
+    current_state_timestamp: int,
+    members: list[GroupMetadataMember],
+) -> bytes:
+    """A classic group's metadata record value (v3), packed by hand: a rebalance of a
+    thousand members writes one listing them all. tests/protocol/test_record_codecs.py proves
+    it byte-equal to `generated_group_metadata_value`."""
+    kind = protocol_type.encode()
+    parts = [
+        _GROUP_HEAD.pack(GROUP_METADATA_VALUE_VERSION, len(kind)),
+        kind,
+        _KEY_TAIL.pack(generation),
+        _string(protocol),
+        _string(leader),
+        _VALUE_TAIL.pack(current_state_timestamp),
+        _KEY_TAIL.pack(len(members)),
     ]
+    append = parts.append
+    for member_id, instance_id, client_id, host, rebalance_ms, session_ms, sub, assigned in members:
+        append(_string(member_id))
+        append(_string(instance_id))
+        append(_string(client_id))
+        append(_string(host))
+        append(_TIMEOUTS.pack(rebalance_ms, session_ms))
+        append(_KEY_TAIL.pack(len(sub)))
+        append(sub)
+        append(_KEY_TAIL.pack(len(assigned)))
+        append(assigned)
+    return b"".join(parts)
+
+
+def generated_group_metadata_value(
+    protocol_type: str,
+    generation: int,
+    protocol: str | None,
+    leader: str | None,
+    current_state_timestamp: int,
+    members: list[GroupMetadataMember],
+) -> bytes:
+    Member = classic_records.GroupMetadataValue.MemberMetadata
     return bytes(
-        classic_records.GroupMetadataValue(members=members, **fields).encode(
-            version=GROUP_METADATA_VALUE_VERSION
-        )
+        classic_records.GroupMetadataValue(
+            protocol_type=protocol_type,
+            generation=generation,
+            protocol=protocol,
+            leader=leader,
+            current_state_timestamp=current_state_timestamp,
+            members=[
+                Member(
+                    member_id=m[0],
+                    group_instance_id=m[1],
+                    client_id=m[2],
+                    client_host=m[3],
+                    rebalance_timeout=m[4],
+                    session_timeout=m[5],
+                    subscription=m[6],
+                    assignment=m[7],
+                )
+                for m in members
+            ],
+        ).encode(version=GROUP_METADATA_VALUE_VERSION)
     )
 
 

@@ -1,4 +1,5 @@
-"""The hand-packed offset commit record codecs are byte-equal to the generated ones."""
+"""The hand-packed offset commit and group metadata record codecs are byte-equal to the
+generated ones."""
 
 from __future__ import annotations
 
@@ -7,8 +8,11 @@ from hypothesis import strategies as st
 from minicoord.protocol.records import (
     decode_key,
     decode_value,
+    generated_group_metadata_value,
     generated_offset_commit_key,
     generated_offset_commit_value,
+    group_metadata_key,
+    group_metadata_value,
     offset_commit_key,
     offset_commit_value,
 )
@@ -40,3 +44,31 @@ def test_offset_commit_value_matches_the_generated_codec(
         metadata,
         ts,
     )
+
+
+members = st.lists(
+    st.tuples(
+        text, st.none() | text, text, text, int32, int32, st.binary(max_size=100), st.binary()
+    ),
+    max_size=4,
+)
+
+
+@given(text, int32, st.none() | text, st.none() | text, int64, members)
+def test_group_metadata_value_matches_the_generated_codec(
+    protocol_type: str,
+    generation: int,
+    protocol: str | None,
+    leader: str | None,
+    ts: int,
+    listed: list,
+) -> None:
+    fast = group_metadata_value(protocol_type, generation, protocol, leader, ts, listed)
+    assert fast == generated_group_metadata_value(
+        protocol_type, generation, protocol, leader, ts, listed
+    )
+    decoded = decode_value(decode_key(group_metadata_key("g")), fast)
+    assert (decoded.generation, decoded.protocol, decoded.leader) == (generation, protocol, leader)
+    assert [(m.member_id, bytes(m.assignment)) for m in decoded.members] == [
+        (m[0], m[7]) for m in listed
+    ]

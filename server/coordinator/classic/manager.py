@@ -447,22 +447,22 @@ class GroupManager(JoinPhase):
     def _persist_group(self, fx: Effects, now: int, group: Group) -> None:
         protocol = group.protocol_name
         value = group_metadata_value(
-            protocol_type=group.protocol_type or "",
-            generation=group.generation_id,
-            protocol=protocol,
-            leader=group.leader_id,
-            current_state_timestamp=now,
-            members=[
-                {
-                    "member_id": m.member_id,
-                    "group_instance_id": m.group_instance_id,
-                    "client_id": m.client_id,
-                    "client_host": m.client_host,
-                    "rebalance_timeout": m.rebalance_timeout_ms,
-                    "session_timeout": m.session_timeout_ms,
-                    "subscription": m.metadata(protocol) if protocol else b"",
-                    "assignment": m.assignment,
-                }
+            group.protocol_type or "",
+            group.generation_id,
+            protocol,
+            group.leader_id,
+            now,
+            [
+                (
+                    m.member_id,
+                    m.group_instance_id,
+                    m.client_id,
+                    m.client_host,
+                    m.rebalance_timeout_ms,
+                    m.session_timeout_ms,
+                    m.metadata(protocol) if protocol else b"",
+                    m.assignment,
+                )
                 for m in group.members.values()
             ],
         )
