@@ -20,6 +20,7 @@ from minicoord.protocol.headers import (
     MalformedHeader,
     read_uvarint,
     skip_tagged_fields,
+    write_compact_string,
     write_uvarint,
 )
 
@@ -156,13 +157,6 @@ def _decode(body: bytes, version: int) -> ConsumerGroupHeartbeatFields:
     )
 
 
-def _compact_string(text: str | None) -> bytes:
-    if text is None:
-        return b"\x00"
-    raw = text.encode()
-    return write_uvarint(len(raw) + 1) + raw
-
-
 def encode_response(
     error: int,
     message: str | None,
@@ -174,8 +168,8 @@ def encode_response(
     """The answer, the same bytes at v0 and v1 (v1 added no response field)."""
     parts = [
         _HEAD.pack(0, error),
-        _compact_string(message),
-        _compact_string(member_id),
+        write_compact_string(message),
+        write_compact_string(member_id),
         _EPOCH_INTERVAL.pack(member_epoch, heartbeat_interval_ms),
     ]
     if assignment is None:

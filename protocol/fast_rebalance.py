@@ -15,7 +15,7 @@ import struct
 from collections.abc import Sequence
 from typing import Protocol
 
-from minicoord.protocol.headers import write_uvarint
+from minicoord.protocol.headers import write_compact_string, write_string, write_uvarint
 
 _I16 = struct.Struct(">h")
 _I32 = struct.Struct(">i")
@@ -24,8 +24,6 @@ _ERROR_GENERATION = struct.Struct(">hi")
 _THROTTLE_ERROR_GENERATION = struct.Struct(">ihi")
 JOIN_FLEXIBLE_FROM = 6
 SYNC_FLEXIBLE_FROM = 4
-NULL_COMPACT = b"\x00"
-NULL_LEGACY = b"\xff\xff"
 
 
 class JoinMember(Protocol):
@@ -39,20 +37,6 @@ class JoinMember(Protocol):
 
     @property
     def metadata(self) -> bytes: ...
-
-
-def _compact(text: str | None) -> bytes:
-    if text is None:
-        return NULL_COMPACT
-    data = text.encode()
-    return write_uvarint(len(data) + 1) + data
-
-
-def _legacy(text: str | None) -> bytes:
-    if text is None:
-        return NULL_LEGACY
-    data = text.encode()
-    return _I16.pack(len(data)) + data
 
 
 def encode_join_response(
@@ -69,7 +53,7 @@ def encode_join_response(
     """The response body. `protocol_name` must not be None below v7, where it is not
     nullable (the handler answers "" there, as Kafka does)."""
     flexible = version >= JOIN_FLEXIBLE_FROM
-    string = _compact if flexible else _legacy
+    string = write_compact_string if flexible else write_string
     if version >= 2:
         parts = [_THROTTLE_ERROR_GENERATION.pack(0, error, generation_id)]
     else:
@@ -88,9 +72,9 @@ def encode_join_response(
         parts.append(write_uvarint(len(members) + 1))
         for m in members:
             metadata = m.metadata
-            parts.append(_compact(m.member_id))
+            parts.append(write_compact_string(m.member_id))
             if with_instance:
-                parts.append(_compact(m.group_instance_id))
+                parts.append(write_compact_string(m.group_instance_id))
             parts.append(write_uvarint(len(metadata) + 1))
             parts.append(metadata)
             parts.append(b"\x00")  # the member's tagged fields: none
@@ -99,9 +83,9 @@ def encode_join_response(
         parts.append(_I32.pack(len(members)))
         for m in members:
             metadata = m.metadata
-            parts.append(_legacy(m.member_id))
+            parts.append(write_string(m.member_id))
             if with_instance:
-                parts.append(_legacy(m.group_instance_id))
+                parts.append(write_string(m.group_instance_id))
             parts.append(_I32.pack(len(metadata)))
             parts.append(metadata)
     return b"".join(parts)
@@ -120,8 +104,8 @@ def encode_sync_response(
         return head + _I32.pack(len(assignment)) + assignment
     parts = [head]
     if version >= 5:
-        parts.append(_compact(protocol_type))
-        parts.append(_compact(protocol_name))
+        parts.append(write_compact_string(protocol_type))
+        parts.append(write_compact_string(protocol_name))
     parts.append(write_uvarint(len(assignment) + 1))
     parts.append(assignment)
     parts.append(b"\x00")  # no tagged fields

@@ -85,6 +85,26 @@ def write_uvarint(n: int) -> bytes:
     return bytes(out)
 
 
+_I16 = struct.Struct(">h")
+_NULL_LEGACY = _I16.pack(-1)
+
+
+def write_string(text: str | None) -> bytes:
+    """A classic int16-length string (None: length -1), as the hand-packed encoders write."""
+    if text is None:
+        return _NULL_LEGACY
+    data = text.encode()
+    return _I16.pack(len(data)) + data
+
+
+def write_compact_string(text: str | None) -> bytes:
+    """A compact string of the flexible versions: its length + 1 as a varint (None: 0)."""
+    if text is None:
+        return b"\x00"
+    data = text.encode()
+    return write_uvarint(len(data) + 1) + data
+
+
 def skip_tagged_fields(buf: bytes | memoryview, pos: int) -> int:
     if pos < len(buf) and buf[pos] == 0:
         return pos + 1  # no tagged fields: what nearly every request carries

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from minicoord.protocol import classic_records, consumer_records
+from minicoord.protocol.headers import write_string
 
 # Versions minicoord writes (Kafka 3.x/4.x write the same for classic groups).
 OFFSET_COMMIT_KEY_VERSION = 1
@@ -129,14 +130,6 @@ def group_metadata_key(group: str) -> bytes:
 GroupMetadataMember = tuple[str, "str | None", str, str, int, int, bytes, bytes]
 _GROUP_HEAD = struct.Struct(">hh")  # value version, then the protocol type's length
 _TIMEOUTS = struct.Struct(">ii")
-_NULL_STRING = _H.pack(-1)
-
-
-def _string(text: str | None) -> bytes:
-    if text is None:
-        return _NULL_STRING
-    data = text.encode()
-    return _H.pack(len(data)) + data
 
 
 def group_metadata_value(
@@ -155,17 +148,17 @@ def group_metadata_value(
         _GROUP_HEAD.pack(GROUP_METADATA_VALUE_VERSION, len(kind)),
         kind,
         _KEY_TAIL.pack(generation),
-        _string(protocol),
-        _string(leader),
+        write_string(protocol),
+        write_string(leader),
         _VALUE_TAIL.pack(current_state_timestamp),
         _KEY_TAIL.pack(len(members)),
     ]
     append = parts.append
     for member_id, instance_id, client_id, host, rebalance_ms, session_ms, sub, assigned in members:
-        append(_string(member_id))
-        append(_string(instance_id))
-        append(_string(client_id))
-        append(_string(host))
+        append(write_string(member_id))
+        append(write_string(instance_id))
+        append(write_string(client_id))
+        append(write_string(host))
         append(_TIMEOUTS.pack(rebalance_ms, session_ms))
         append(_KEY_TAIL.pack(len(sub)))
         append(sub)
