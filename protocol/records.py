@@ -129,6 +129,8 @@ def group_metadata_key(group: str) -> bytes:
 # client id, client host, rebalance timeout, session timeout, subscription, assignment.
 GroupMetadataMember = tuple[str, "str | None", str, str, int, int, bytes, bytes]
 _GROUP_HEAD = struct.Struct(">hh")  # value version, then the protocol type's length
+_I32 = struct.Struct(">i")
+_I64 = struct.Struct(">q")
 _TIMEOUTS = struct.Struct(">ii")
 
 
@@ -147,11 +149,11 @@ def group_metadata_value(
     parts = [
         _GROUP_HEAD.pack(GROUP_METADATA_VALUE_VERSION, len(kind)),
         kind,
-        _KEY_TAIL.pack(generation),
+        _I32.pack(generation),
         write_string(protocol),
         write_string(leader),
-        _VALUE_TAIL.pack(current_state_timestamp),
-        _KEY_TAIL.pack(len(members)),
+        _I64.pack(current_state_timestamp),
+        _I32.pack(len(members)),
     ]
     append = parts.append
     for member_id, instance_id, client_id, host, rebalance_ms, session_ms, sub, assigned in members:
@@ -160,9 +162,9 @@ def group_metadata_value(
         append(write_string(client_id))
         append(write_string(host))
         append(_TIMEOUTS.pack(rebalance_ms, session_ms))
-        append(_KEY_TAIL.pack(len(sub)))
+        append(_I32.pack(len(sub)))
         append(sub)
-        append(_KEY_TAIL.pack(len(assigned)))
+        append(_I32.pack(len(assigned)))
         append(assigned)
     return b"".join(parts)
 
