@@ -45,8 +45,8 @@ def configure(level: str, fmt: str = "text") -> None:
     owns its process's logging, calls this: an embedding application keeps its own."""
     # Neither format shows where a call was made from, nor its thread or process: not
     # collecting them (the logging HOWTO's "Optimization" switches) spares each line a frame
-    # walk, a thread lookup and a getpid() system call. It shows where a group of a thousand
-    # members leaves, with one line per member as Kafka logs it: half the cost of a leave.
+    # walk, a thread lookup and a getpid() system call. When a thousand-member group leaves,
+    # Kafka logs a line per member, and so do we: that logging was half the cost of a leave.
     logging._srcfile = None
     logging.logThreads = False
     logging.logProcesses = False
