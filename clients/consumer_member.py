@@ -90,7 +90,8 @@ class ConsumerProtocolMember(MemberBase):
         self.owned_ids: dict[uuid.UUID, list[int]] = {}
         self._report_owned = False  # owned partitions changed since the last heartbeat sent
         self._change_started = 0.0  # when the assignment change under way began
-        self._steady: PreparedRequest | None = None  # the bare heartbeat at this epoch
+        # The bare heartbeat, encoded once per epoch: (that epoch, its frame).
+        self._steady: tuple[int, PreparedRequest] | None = None
 
     # -- requests --------------------------------------------------------------------------
 
@@ -116,11 +117,17 @@ class ConsumerProtocolMember(MemberBase):
 
     async def _send(self, epoch: int, full: bool = False) -> Any:
         if not full and not self._report_owned:
-            prepared = self._steady
-            if prepared is None:
-                prepared = self._steady = self.conn.prepare(
+            # Keyed by epoch: a leave (-1, -2) or a heartbeat at an epoch set by hand must not
+            # go out as the cached heartbeat at the current one.
+            steady = self._steady
+            if steady is not None and steady[0] == epoch:
+                prepared = steady[1]
+            else:
+                prepared = self.conn.prepare(
                     self._request(epoch, False), VERSIONS["ConsumerGroupHeartbeat"]
                 )
+                if epoch > 0:
+                    self._steady = (epoch, prepared)
             t0 = time.perf_counter()
             try:
                 response = await self.conn.request_prepared(prepared)

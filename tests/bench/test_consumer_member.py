@@ -115,6 +115,20 @@ async def test_a_fenced_member_rejoins_under_its_own_id(
     await a.leave()
 
 
+async def test_a_leave_after_steady_heartbeats_is_a_leave(
+    conn: ProtocolClient, group_id: str
+) -> None:
+    # Steady heartbeats go out as one frame encoded per epoch; the leave (epoch -1) that
+    # follows them must not be sent as that frame (it once was, so members never left).
+    a = ConsumerProtocolMember(conn, group_id, [TOPIC], index=0)
+    await a.join()
+    for _ in range(3):
+        assert await a.heartbeat() == 0
+    assert (await describe_group(conn, group_id)).member_epochs == (a.generation,)
+    assert await a.leave() == 0
+    assert (await describe_group(conn, group_id)).member_epochs == ()
+
+
 async def test_a_static_member_steps_out_and_back_keeping_its_partitions(
     conn: ProtocolClient, group_id: str
 ) -> None:
