@@ -15,13 +15,13 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import multiprocessing
 import os
 import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
+from minicoord.bench.pump import SPAWN, gather
 from minicoord.protocol.records import Record, offset_commit_key, offset_commit_value
 from minicoord.server.process import start_server_process
 
@@ -99,18 +99,16 @@ def commits_per_second(policy: str, seconds: float, workers: int, clients: int) 
             extra_args=["--log-level", "WARNING"],
         )
         try:
-            queue: multiprocessing.Queue[tuple[int, float]] = multiprocessing.Queue()
+            queue: Any = SPAWN.Queue()
             procs = [
-                multiprocessing.Process(
-                    target=_commit_worker, args=(server.port, w, clients, seconds, queue)
-                )
+                SPAWN.Process(target=_commit_worker, args=(server.port, w, clients, seconds, queue))
                 for w in range(workers)
             ]
             for p in procs:
                 p.start()
             time.sleep(1.0)
             cpu_before = cpu_seconds(server.proc.pid)
-            results = [queue.get(timeout=seconds + 60) for _ in procs]
+            results = gather(queue, procs, seconds + 60)
             cpu = cpu_seconds(server.proc.pid) - cpu_before
             for p in procs:
                 p.join(30)
@@ -146,18 +144,18 @@ def write_log(directory: Path, records: int, keys: int) -> None:
 
 
 def recovery(records: int, keys: int) -> dict[str, Any]:
-    from minicoord.server.loading import read_partition
-    from minicoord.storage.log import DurableStore
+    from minicoord.server.loading import read_offsets_partition
+    from minicoord.storage.log import LogManager
 
     with tempfile.TemporaryDirectory() as tmp:
         data_dir = Path(tmp)
         write_log(data_dir / "__consumer_offsets-0", records, keys)
         size = sum(p.stat().st_size for p in data_dir.rglob("*.log"))
-        store = DurableStore(data_dir, 50)
+        logs = LogManager(data_dir)
         started = time.perf_counter()
-        replay = read_partition(store, 0)
+        plog, replay = read_offsets_partition(logs, 0, 8 * 1024 * 1024)
         elapsed = time.perf_counter() - started
-        store.close()
+        plog.close()
     assert replay.records == records
     return {
         "measure": "recovery: verify and replay one partition",
@@ -209,7 +207,7 @@ async def _compaction_with_stall_probe(records: int, keys: int) -> dict[str, Any
     }
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--records", type=int, default=1_000_000)
     parser.add_argument("--keys", type=int, default=10_000)
@@ -217,7 +215,7 @@ def main() -> None:
     parser.add_argument("--workers", type=int, default=2, help="client processes")
     parser.add_argument("--clients", type=int, default=50, help="connections per process")
     parser.add_argument("--policies", nargs="+", default=["write", "fsync", "none"])
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     results = [
         commits_per_second(policy, args.seconds, args.workers, args.clients)
         for policy in args.policies

@@ -12,14 +12,20 @@ from __future__ import annotations
 import asyncio
 import multiprocessing as mp
 import os
+import queue
 import resource
 import ssl
 import struct
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
 _SIZE = struct.Struct(">i")
+# Load processes are spawned, not forked: a fork copies whatever lock another thread of the
+# parent holds at that instant (a test run's server threads, Spark's gateway threads), and a
+# child that needs it waits forever. It did, once in CI.
+SPAWN = mp.get_context("spawn")
 
 
 def frame(request: Any, version: int, client_id: str = "pump") -> bytes:
@@ -115,6 +121,23 @@ def _own_cpu() -> float:
     return usage.ru_utime + usage.ru_stime
 
 
+def gather(q: Any, workers: Sequence[Any], timeout_s: float) -> list[Any]:
+    """One result from each worker; a worker that dies without reporting fails the run at
+    once, where waiting on the queue alone would sit out the whole timeout."""
+    results: list[Any] = []
+    deadline = time.monotonic() + timeout_s
+    while len(results) < len(workers):
+        try:
+            results.append(q.get(timeout=0.5))
+        except queue.Empty:
+            failed = [w.exitcode for w in workers if w.exitcode not in (None, 0)]
+            if failed:
+                raise RuntimeError(f"a load process exited with status {failed[0]}") from None
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"load processes silent for {timeout_s:.0f} s") from None
+    return results
+
+
 def server_cpu(pid: int) -> float:
     """CPU seconds a process has used (user + system)."""
     with open(f"/proc/{pid}/stat") as stat:
@@ -143,15 +166,16 @@ class Rate:
 
 def pump(target: Target, frames: list[bytes], procs: int, secs: float, pid: int = 0) -> Rate:
     """Requests per second over `frames` (one connection each) from `procs` processes."""
-    q: Any = mp.Queue()
+    q: Any = SPAWN.Queue()
     workers = [
-        mp.Process(target=_worker, args=(target, frames[i::procs], secs, q)) for i in range(procs)
+        SPAWN.Process(target=_worker, args=(target, frames[i::procs], secs, q))
+        for i in range(procs)
     ]
     for w in workers:
         w.start()
     time.sleep(1.0)
     c0, w0 = (server_cpu(pid) if pid else 0.0), time.perf_counter()
-    results = [q.get(timeout=secs + 120) for _ in workers]
+    results = gather(q, workers, secs + 120)
     c1, w1 = (server_cpu(pid) if pid else 0.0), time.perf_counter()
     for w in workers:
         w.join(30)

@@ -55,3 +55,20 @@ def test_error_answers_are_named() -> None:
 def test_lean_refuses_an_unknown_api() -> None:
     with pytest.raises(SystemExit):
         bench_main(["lean", "--api", "produce"])
+
+
+def test_a_load_process_that_dies_fails_the_run_at_once() -> None:
+    # A worker that exits without reporting (here: a port nothing listens on) must not
+    # leave the run waiting out its timeout on the queue.
+    import socket
+    import time
+
+    from minicoord.bench.pump import Target, pump
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]  # bound, never listening: connections are refused
+        t0 = time.monotonic()
+        with pytest.raises(RuntimeError, match="exited with status"):
+            pump(Target("127.0.0.1", port), [b"x"], procs=1, secs=0.5)
+    assert time.monotonic() - t0 < 60
