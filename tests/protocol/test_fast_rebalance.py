@@ -1,5 +1,5 @@
-"""The hand-written JoinGroup and SyncGroup response encoders are byte-equal to kafka-python's
-generated ones."""
+"""The hand-written JoinGroup, SyncGroup and LeaveGroup response encoders are byte-equal to
+kafka-python's generated ones."""
 
 from __future__ import annotations
 
@@ -8,9 +8,13 @@ from dataclasses import dataclass
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
-from kafka.protocol.consumer import JoinGroupResponse, SyncGroupResponse
+from kafka.protocol.consumer import JoinGroupResponse, LeaveGroupResponse, SyncGroupResponse
 from minicoord.protocol.errors import ErrorCode
-from minicoord.protocol.fast_rebalance import encode_join_response, encode_sync_response
+from minicoord.protocol.fast_rebalance import (
+    encode_join_response,
+    encode_leave_response,
+    encode_sync_response,
+)
 
 Generated = JoinGroupResponse.JoinGroupResponseMember
 # Long enough that some lengths take a two-byte varint or a wide length.
@@ -140,3 +144,28 @@ def test_sync_encoding_is_byte_equal(
     ).encode(version=version)
     fast = encode_sync_response(version, error, protocol_type, protocol_name, assignment)
     assert fast == bytes(expected)
+
+
+leaving = st.lists(st.tuples(text, st.none() | text, st.sampled_from(list(ErrorCode))), max_size=5)
+
+
+@given(st.integers(0, 5), st.sampled_from(list(ErrorCode)), leaving)
+def test_leave_encoding_is_byte_equal(
+    version: int, error: ErrorCode, members: list[tuple[str, str | None, ErrorCode]]
+) -> None:
+    expected = LeaveGroupResponse(
+        version=version,
+        throttle_time_ms=0,
+        error_code=error,
+        members=[
+            LeaveGroupResponse.MemberResponse(member_id=m, group_instance_id=i, error_code=e)
+            for m, i, e in members
+        ],
+    ).encode(version=version)
+    fast = encode_leave_response(version, error, members if version >= 3 else ())
+    assert fast == bytes(expected)
+    if version >= 3:
+        decoded = LeaveGroupResponse.decode(memoryview(fast), version=version)
+        assert [(m.member_id, m.group_instance_id, m.error_code) for m in decoded.members] == [
+            (m, i, e) for m, i, e in members
+        ]
