@@ -10,11 +10,31 @@ from __future__ import annotations
 
 import logging
 import sys
+import time
 from typing import Any
 
 TEXT_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
 # What every LogRecord has; anything else on a record came through `extra=`.
 _STANDARD = set(vars(logging.makeLogRecord({}))) | {"message", "asctime", "taskName"}
+
+
+class TextFormatter(logging.Formatter):
+    """The stock formatter's text lines, the date part made once per second: a thousand
+    members leaving log a thousand lines within a second or two, and localtime() with
+    strftime() were two thirds of what formatting each one cost."""
+
+    def __init__(self) -> None:
+        super().__init__(TEXT_FORMAT)
+        self._second = -1
+        self._stamp = ""
+
+    def formatTime(self, record: logging.LogRecord, datefmt: str | None = None) -> str:
+        second = int(record.created)
+        if second != self._second:
+            self._stamp = time.strftime(self.default_time_format, self.converter(record.created))
+            self._second = second
+        assert self.default_msec_format is not None
+        return self.default_msec_format % (self._stamp, record.msecs)
 
 
 class JsonFormatter(logging.Formatter):
@@ -52,5 +72,5 @@ def configure(level: str, fmt: str = "text") -> None:
     logging.logProcesses = False
     logging.logMultiprocessing = False
     handler = logging.StreamHandler(sys.stderr)
-    handler.setFormatter(JsonFormatter() if fmt == "json" else logging.Formatter(TEXT_FORMAT))
+    handler.setFormatter(JsonFormatter() if fmt == "json" else TextFormatter())
     logging.basicConfig(level=level, handlers=[handler])
