@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from minicoord.protocol import fast_rebalance
+from minicoord.protocol import fast_rebalance, fast_rebalance_requests
 from minicoord.protocol.apis import SPECS
 from minicoord.protocol.errors import ErrorCode
 from minicoord.server.coordinator.results import JoinOutcome
@@ -99,4 +99,6 @@ def _why(
     return why
 
 
-HANDLER = Handler.for_spec(SPECS[API_KEY], handle)
+HANDLER = Handler.for_spec(
+    SPECS[API_KEY], handle, decode=fast_rebalance_requests.decode_join_request
+)

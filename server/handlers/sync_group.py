@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from minicoord.protocol import fast_rebalance
+from minicoord.protocol import fast_rebalance, fast_rebalance_requests
 from minicoord.protocol.apis import SPECS
 from minicoord.protocol.errors import ErrorCode
 from minicoord.server.coordinator.results import SyncOutcome
@@ -54,4 +54,6 @@ def handle(ctx: RequestContext, request: Any) -> Any:
     return parked
 
 
-HANDLER = Handler.for_spec(SPECS[API_KEY], handle)
+HANDLER = Handler.for_spec(
+    SPECS[API_KEY], handle, decode=fast_rebalance_requests.decode_sync_request
+)
