@@ -108,23 +108,25 @@ def _classic_length(buf: bytes, pos: int) -> tuple[int, int]:
     return n, pos + 4
 
 
-def _bytes(
-    buf: bytes, pos: int, length: Callable[[bytes, int], tuple[int, int]]
-) -> tuple[bytes, int]:
-    n, pos = length(buf, pos)
-    if n < 0:
-        raise RebalanceDecodeError("null where bytes are required")
-    raw, pos = _slice(buf, pos, n)
-    return bytes(raw), pos
-
-
-def _count(
-    buf: bytes, pos: int, length: Callable[[bytes, int], tuple[int, int]]
-) -> tuple[int, int]:
-    n, pos = length(buf, pos)
-    if n < 0:
+def _named_bytes(buf: bytes, pos: int, compact: bool) -> tuple[list[tuple[str, bytes]], int]:
+    """An array of (string, bytes) entries, neither null: JoinGroup's protocols (name,
+    metadata) and SyncGroup's assignments (member id, assignment)."""
+    string = _compact_string if compact else _classic_string
+    length = _compact_length if compact else _classic_length
+    count, pos = length(buf, pos)
+    if count < 0:
         raise RebalanceDecodeError("null where an array is required")
-    return n, pos
+    entries = []
+    for _ in range(count):
+        name, pos = string(buf, pos)
+        n, pos = length(buf, pos)
+        if n < 0:
+            raise RebalanceDecodeError("null where bytes are required")
+        raw, pos = _slice(buf, pos, n)
+        if compact:
+            pos = _tags(buf, pos)
+        entries.append((_required(name), bytes(raw)))
+    return entries, pos
 
 
 def _required(value: str | None) -> str:
@@ -258,7 +260,6 @@ def _common_join(buf: bytes, version: int) -> JoinGroupFields | None:
 def _join_request(buf: bytes, version: int) -> JoinGroupFields:
     compact = version >= JOIN_FLEXIBLE_FROM
     string = _compact_string if compact else _classic_string
-    length = _compact_length if compact else _classic_length
     group_id, pos = string(buf, 0)
     if version >= 1:
         session_timeout, rebalance_timeout = _TWO_I32.unpack_from(buf, pos)
@@ -272,14 +273,8 @@ def _join_request(buf: bytes, version: int) -> JoinGroupFields:
     if version >= 5:
         instance_id, pos = string(buf, pos)
     protocol_type, pos = string(buf, pos)
-    n, pos = _count(buf, pos, length)
-    protocols = []
-    for _ in range(n):
-        name, pos = string(buf, pos)
-        metadata, pos = _bytes(buf, pos, length)
-        if compact:
-            pos = _tags(buf, pos)
-        protocols.append(JoinProtocol(_required(name), metadata))
+    entries, pos = _named_bytes(buf, pos, compact)
+    protocols = [JoinProtocol(name, metadata) for name, metadata in entries]
     reason = None
     if version >= 8:
         reason, pos = string(buf, pos)
@@ -300,7 +295,6 @@ def _join_request(buf: bytes, version: int) -> JoinGroupFields:
 def _sync_request(buf: bytes, version: int) -> SyncGroupFields:
     compact = version >= SYNC_FLEXIBLE_FROM
     string = _compact_string if compact else _classic_string
-    length = _compact_length if compact else _classic_length
     group_id, pos = string(buf, 0)
     (generation_id,) = _I32.unpack_from(buf, pos)
     member_id, pos = string(buf, pos + 4)
@@ -310,14 +304,8 @@ def _sync_request(buf: bytes, version: int) -> SyncGroupFields:
     if version >= 5:
         protocol_type, pos = string(buf, pos)
         protocol_name, pos = string(buf, pos)
-    n, pos = _count(buf, pos, length)
-    assignments = []
-    for _ in range(n):
-        assigned_to, pos = string(buf, pos)
-        assignment, pos = _bytes(buf, pos, length)
-        if compact:
-            pos = _tags(buf, pos)
-        assignments.append(SyncAssignment(_required(assigned_to), assignment))
+    entries, pos = _named_bytes(buf, pos, compact)
+    assignments = [SyncAssignment(member, assignment) for member, assignment in entries]
     if compact:
         _tags(buf, pos)
     return SyncGroupFields(

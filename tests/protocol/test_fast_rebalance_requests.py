@@ -4,6 +4,7 @@ decoder (with the server's null checks) reads it the same."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from hypothesis import given
@@ -138,21 +139,31 @@ def damaged(body: bytes, where: int, byte: int, truncate: bool) -> bytes:
 damage = (st.integers(0, 400), st.integers(0, 255), st.booleans())
 
 
-@given(st.integers(0, 9), join_fields, *damage)
-def test_damaged_join_requests_are_refused_or_read_the_same(
-    version: int, fields: tuple[Any, ...], where: int, byte: int, truncate: bool
+def refused_or_read_the_same(
+    raw: bytes,
+    version: int,
+    request_type: Any,
+    decode: Callable[[bytes, int], Any],
+    read: Callable[[Any, int], tuple[Any, ...]],
 ) -> None:
-    raw = damaged(join_body(version, fields), where, byte, truncate)
-    slow = generated(JoinGroupRequest, raw, version)
+    slow = generated(request_type, raw, version)
     try:
-        fast = decode_join_request(raw, version)
+        fast = decode(raw, version)
     except RebalanceDecodeError:
         # The generated decoder reads past the end of a truncated field without complaint;
         # the fast one refuses those, but never a well-formed request.
         assert slow is None or bytes(slow.encode()) != raw, "a well-formed request was refused"
         return
     assert slow is not None
-    assert join_read(fast, version) == join_read(slow, version)
+    assert read(fast, version) == read(slow, version)
+
+
+@given(st.integers(0, 9), join_fields, *damage)
+def test_damaged_join_requests_are_refused_or_read_the_same(
+    version: int, fields: tuple[Any, ...], where: int, byte: int, truncate: bool
+) -> None:
+    raw = damaged(join_body(version, fields), where, byte, truncate)
+    refused_or_read_the_same(raw, version, JoinGroupRequest, decode_join_request, join_read)
 
 
 @given(st.integers(0, 5), sync_fields, *damage)
@@ -160,14 +171,7 @@ def test_damaged_sync_requests_are_refused_or_read_the_same(
     version: int, fields: tuple[Any, ...], where: int, byte: int, truncate: bool
 ) -> None:
     raw = damaged(sync_body(version, fields), where, byte, truncate)
-    slow = generated(SyncGroupRequest, raw, version)
-    try:
-        fast = decode_sync_request(raw, version)
-    except RebalanceDecodeError:
-        assert slow is None or bytes(slow.encode()) != raw, "a well-formed request was refused"
-        return
-    assert slow is not None
-    assert sync_read(fast, version) == sync_read(slow, version)
+    refused_or_read_the_same(raw, version, SyncGroupRequest, decode_sync_request, sync_read)
 
 
 def test_a_thousand_member_leader_sync_reads_the_same() -> None:
@@ -203,11 +207,4 @@ def test_damaged_common_join_requests_are_refused_or_read_the_same(
     version: int, fields: tuple[Any, ...], where: int, byte: int, truncate: bool
 ) -> None:
     raw = damaged(join_body(version, fields), where, byte, truncate)
-    slow = generated(JoinGroupRequest, raw, version)
-    try:
-        fast = decode_join_request(raw, version)
-    except RebalanceDecodeError:
-        assert slow is None or bytes(slow.encode()) != raw, "a well-formed request was refused"
-        return
-    assert slow is not None
-    assert join_read(fast, version) == join_read(slow, version)
+    refused_or_read_the_same(raw, version, JoinGroupRequest, decode_join_request, join_read)
