@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import contextlib
-import ipaddress
 import logging
 import math
 import signal
@@ -44,10 +43,8 @@ def arrival_address(sockets: Sequence[Any]) -> tuple[str, int] | None:
     if len(sockets) != 1:
         return None
     host, port = sockets[0].getsockname()[:2]
-    try:
-        if ipaddress.ip_address(host).is_unspecified:
-            return None
-    except ValueError:
+    packed = early_listen.packed_ip(host)
+    if packed is None or not any(packed):
         return None
     return host, port
 
