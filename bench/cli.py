@@ -116,6 +116,9 @@ def build_parser() -> argparse.ArgumentParser:
         prog="minicoord bench",
         description="Load-test a Kafka group coordinator with simulated members driven by "
         "Spark tasks; results aggregated in Spark.",
+        epilog="Without Spark: `minicoord bench lean` (heartbeats, commits and "
+        "ConsumerGroupHeartbeats per second against a peer) and `minicoord bench footprint` "
+        "(start-up time and memory against a bare uvloop server and a peer); each has --help.",
     )
     p.add_argument("scenario", choices=SCENARIOS)
     target = p.add_argument_group("target")
@@ -431,6 +434,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         from minicoord.bench.lean import main as lean_main
 
         return lean_main(args_in[1:])
+    if args_in[:1] == ["footprint"]:
+        # Not a Spark scenario either: start-up and memory against a bare uvloop server.
+        from minicoord.bench.footprint import main as footprint_main
+
+        return footprint_main(args_in[1:])
     parser = build_parser()
     args = parser.parse_args(argv)
     o = options(args)

@@ -1,0 +1,254 @@
+"""`minicoord bench footprint`: start-up time and memory, against a bare uvloop server (the
+floor any asyncio server on this interpreter stands on) and, optionally, a peer.
+
+    minicoord bench footprint [--starts 10] [--members 5000] [--group-size 100] \\
+        [--compare-bootstrap 127.0.0.1:9093 --compare-pid PID --compare-name kfake]
+
+Three measures, each printed with the floor's beside it:
+- start to ready: `minicoord serve --port 0 --in-memory` until its ready line, against a bare
+  uvloop server that binds and prints a line; `--starts` runs of each, interleaved, medians;
+- idle RSS: each one's VmRSS a second after its ready line, before any client;
+- RSS per member: `--members` classic members in groups of `--group-size`, one connection
+  each, joined to a fresh minicoord (after one warm-up group has loaded the codecs): its RSS
+  growth divided by the members. The floor holds as many bare connections; a peer (on this
+  host, `--compare-pid`) gets the same members as minicoord.
+
+Memory is the kernel's VmRSS from /proc, in KiB. Joins run from this process's event loop,
+so it raises its open-file limit to the hard limit (each server inherits it).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import resource
+import statistics
+import subprocess
+import sys
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from minicoord.bench.proc_stats import rss_kib
+
+TOPIC = "bench"
+PARTITIONS = 64
+
+# A server with nothing of minicoord in it: the interpreter, uvloop, one listener, and a
+# protocol that keeps each connection's transport, as any server must.
+BARE_SERVER = """
+import asyncio, uvloop
+held = set()
+class Keep(asyncio.Protocol):
+    def connection_made(self, transport):
+        self.transport = transport
+        held.add(self)
+async def main():
+    server = await asyncio.get_running_loop().create_server(Keep, "127.0.0.1", 0)
+    print("bare listening on 127.0.0.1:%d" % server.sockets[0].getsockname()[1], flush=True)
+    await asyncio.sleep(3600)
+uvloop.run(main())
+"""
+
+
+def minicoord_command(*extra: str) -> list[str]:
+    serve = ["serve", "--port", "0", "--in-memory", *extra]
+    return [sys.executable, "-m", "minicoord.server.cli", *serve]
+
+
+BARE_COMMAND = [sys.executable, "-c", BARE_SERVER]
+
+
+@dataclass
+class Started:
+    proc: subprocess.Popen[str]
+    port: int
+    ready_ms: float
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.terminate()
+        try:
+            self.proc.wait(10)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait(10)
+
+
+def start(command: list[str], timeout: float = 30) -> Started:
+    """Run `command` until its first line, which must say where it listens."""
+    t0 = time.perf_counter()
+    proc = subprocess.Popen(
+        command, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, bufsize=1
+    )
+    assert proc.stdout is not None
+    deadline = time.monotonic() + timeout
+    line = ""
+    # readline blocks; a server that dies first closes stdout, which ends it with "".
+    while not line and time.monotonic() < deadline and proc.poll() is None:
+        line = proc.stdout.readline()
+    ready_ms = (time.perf_counter() - t0) * 1000
+    if "listening on" not in line:
+        proc.kill()
+        proc.wait(10)
+        raise SystemExit(f"{command[:4]} printed no ready line: {line!r}")
+    return Started(proc, int(line.rsplit(":", 1)[1].split()[0]), ready_ms)
+
+
+def _spread(values: Sequence[float]) -> str:
+    return f"{statistics.median(values):.1f} ms ({min(values):.1f}-{max(values):.1f})"
+
+
+def start_up(starts: int) -> tuple[float, float]:
+    """Median start-to-ready of minicoord and of the bare server, interleaved; printed."""
+    times: dict[str, list[float]] = {"minicoord": [], "bare": []}
+    idle: dict[str, int | None] = {}
+    commands = {"minicoord": minicoord_command(), "bare": BARE_COMMAND}
+    for i in range(starts):
+        for name, command in commands.items():
+            server = start(command)
+            times[name].append(server.ready_ms)
+            if i == starts - 1:
+                time.sleep(1.0)
+                idle[name] = rss_kib(server.proc.pid)
+            server.stop()
+    mc, bare = statistics.median(times["minicoord"]), statistics.median(times["bare"])
+    print(f"start to ready, median of {starts} interleaved:")
+    print(f"  minicoord    {_spread(times['minicoord'])}")
+    print(f"  bare uvloop  {_spread(times['bare'])}")
+    print(f"  minicoord / bare uvloop: {mc / bare:.2f}")
+    print("idle RSS, a second after the ready line:")
+    print(f"  minicoord    {idle['minicoord']:,} KiB")
+    print(f"  bare uvloop  {idle['bare']:,} KiB")
+    return mc, bare
+
+
+async def _join_groups(host: str, port: int, members: int, size: int, tag: str) -> list[Any]:
+    """`members` classic members in groups of `size`, each on its own connection, all joined
+    and synced (no heartbeats: measured while their sessions last)."""
+    from minicoord.clients.connection import ProtocolClient
+    from minicoord.clients.member import GroupMember
+
+    conns = [await ProtocolClient.connect(host, port, f"footprint-{i % 8}") for i in range(members)]
+    joined = [
+        GroupMember(
+            c, f"footprint-{tag}-{i // size}", [TOPIC], index=i, session_timeout_ms=60_000,
+            partitions={TOPIC: PARTITIONS},
+        )
+        for i, c in enumerate(conns)
+    ]  # fmt: skip
+
+    async def join(member: Any) -> None:
+        for _ in range(50):
+            try:
+                await member.join()
+                return
+            except Exception:
+                # A peer may refuse a join racing its rebalance (kfake: INCONSISTENT_...).
+                await asyncio.sleep(0.1)
+        raise SystemExit(f"a member of {member.group_id} never joined")
+
+    await asyncio.gather(*(join(m) for m in joined))
+    return conns
+
+
+async def _close(conns: Sequence[Any]) -> None:
+    await asyncio.gather(*(c.close() for c in conns), return_exceptions=True)
+
+
+def _per(before: int | None, after: int | None, n: int) -> str:
+    if before is None or after is None:
+        return "RSS not readable (not on this host?)"
+    return f"{before:,} -> {after:,} KiB: {(after - before) / n:.2f} KiB each"
+
+
+async def members_rss(
+    members: int, size: int, peer: tuple[str, str, int, int] | None
+) -> dict[str, float | None]:
+    """RSS per member on a fresh minicoord (and the peer), per connection on the bare
+    server; printed, and returned by name (KiB; None where unreadable)."""
+    out: dict[str, float | None] = {}
+    print(f"RSS per member, {members:,} members in groups of {size}, one connection each:")
+    config = ["--config", f"group.max.size={max(size, 1000)}", "--topic", f"{TOPIC}:{PARTITIONS}"]
+    config += ["--log-level", "WARNING"]
+    targets: list[tuple[str, str, int, int, Started | None]] = []
+    server = start(minicoord_command(*config))
+    targets.append(("minicoord", "127.0.0.1", server.port, server.proc.pid, server))
+    if peer is not None:
+        targets.append((*peer, None))
+    try:
+        for name, host, port, pid, _ in targets:
+            warm = await _join_groups(host, port, size, size, f"warm-{time.monotonic_ns()}")
+            await asyncio.sleep(1.0)
+            before = rss_kib(pid)
+            conns = await _join_groups(host, port, members, size, f"{time.monotonic_ns()}")
+            await asyncio.sleep(1.0)
+            after = rss_kib(pid)
+            out[name] = None if before is None or after is None else (after - before) / members
+            print(f"  {name:<12} {_per(before, after, members)}", flush=True)
+            await _close(conns + warm)
+    finally:
+        server.stop()
+    bare = start(BARE_COMMAND)
+    try:
+        warm_socks = await _open(bare.port, size)
+        await asyncio.sleep(1.0)
+        before = rss_kib(bare.proc.pid)
+        socks = await _open(bare.port, members)
+        await asyncio.sleep(1.0)
+        after = rss_kib(bare.proc.pid)
+        out["bare"] = None if before is None or after is None else (after - before) / members
+        print(f"  {'bare uvloop':<12} {_per(before, after, members)} (connections only)")
+        for w in warm_socks + socks:
+            w.close()
+    finally:
+        bare.stop()
+    return out
+
+
+async def _open(port: int, n: int) -> list[Any]:
+    loop = asyncio.get_running_loop()
+    transports = []
+    for _ in range(n):
+        transport, _ = await loop.create_connection(asyncio.Protocol, "127.0.0.1", port)
+        transports.append(transport)
+    return transports
+
+
+def raise_open_files(needed: int) -> None:
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if hard != resource.RLIM_INFINITY and hard < needed:
+        raise SystemExit(f"--members needs about {needed} open files; the hard limit is {hard}")
+    if soft != resource.RLIM_INFINITY and soft < needed:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="minicoord bench footprint", description=__doc__.split("\n")[0]
+    )
+    p.add_argument("--starts", type=int, default=10, help="start-ups of each server (10)")
+    p.add_argument("--members", type=int, default=5000, help="members joined (5000)")
+    p.add_argument("--group-size", type=int, default=100, help="members per group (100)")
+    p.add_argument("--compare-bootstrap", metavar="HOST:PORT", help="a peer to compare with")
+    p.add_argument("--compare-pid", type=int, default=0, help="the peer's pid, for its RSS")
+    p.add_argument("--compare-name", default="peer")
+    return p
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    import uvloop
+
+    o = build_parser().parse_args(argv)
+    if o.starts < 1 or o.members < 1 or o.group_size < 1:
+        build_parser().error("--starts, --members and --group-size must be positive")
+    # This process holds every member's connection, and each server the other end.
+    raise_open_files(o.members + o.group_size + 256)
+    start_up(o.starts)
+    peer = None
+    if o.compare_bootstrap:
+        host, port = o.compare_bootstrap.rsplit(":", 1)
+        peer = (o.compare_name, host, int(port), o.compare_pid)
+    uvloop.run(members_rss(o.members, o.group_size, peer))
+    return 0
