@@ -11,7 +11,9 @@ Three measures, each printed with the floor's beside it:
 - RSS per member: `--members` classic members in groups of `--group-size`, one connection
   each, joined to a fresh minicoord (after one warm-up group has loaded the codecs): its RSS
   growth divided by the members. The floor holds as many bare connections; a peer (on this
-  host, `--compare-pid`) gets the same members as minicoord.
+  host, `--compare-pid`) gets the same members as minicoord. With `--joins by-group` the
+  groups join one after another instead of all at once: a server's RSS keeps what its
+  allocator grew to at the peak, so the two differ by the join's transient memory.
 
 Memory is the kernel's VmRSS from /proc, in KiB. Joins run from this process's event loop,
 so it raises its open-file limit to the hard limit (each server inherits it).
@@ -124,9 +126,12 @@ def start_up(starts: int) -> tuple[float, float]:
     return mc, bare
 
 
-async def _join_groups(host: str, port: int, members: int, size: int, tag: str) -> list[Any]:
+async def _join_groups(
+    host: str, port: int, members: int, size: int, tag: str, by_group: bool = False
+) -> list[Any]:
     """`members` classic members in groups of `size`, each on its own connection, all joined
-    and synced (no heartbeats: measured while their sessions last)."""
+    and synced (no heartbeats: measured while their sessions last); every group at once, or
+    (`by_group`) one group after another."""
     from minicoord.clients.connection import ProtocolClient
     from minicoord.clients.member import GroupMember
 
@@ -149,7 +154,9 @@ async def _join_groups(host: str, port: int, members: int, size: int, tag: str) 
                 await asyncio.sleep(0.1)
         raise SystemExit(f"a member of {member.group_id} never joined")
 
-    await asyncio.gather(*(join(m) for m in joined))
+    waves = [joined[i : i + size] for i in range(0, members, size)] if by_group else [joined]
+    for wave in waves:
+        await asyncio.gather(*(join(m) for m in wave))
     return conns
 
 
@@ -164,12 +171,13 @@ def _per(before: int | None, after: int | None, n: int) -> str:
 
 
 async def members_rss(
-    members: int, size: int, peer: tuple[str, str, int, int] | None
+    members: int, size: int, peer: tuple[str, str, int, int] | None, by_group: bool = False
 ) -> dict[str, float | None]:
     """RSS per member on a fresh minicoord (and the peer), per connection on the bare
     server; printed, and returned by name (KiB; None where unreadable)."""
     out: dict[str, float | None] = {}
-    print(f"RSS per member, {members:,} members in groups of {size}, one connection each:")
+    how = "one group after another" if by_group else "every group at once"
+    print(f"RSS per member, {members:,} members in groups of {size} ({how}), one connection each:")
     config = ["--config", f"group.max.size={max(size, 1000)}", "--topic", f"{TOPIC}:{PARTITIONS}"]
     config += ["--log-level", "WARNING"]
     targets: list[tuple[str, str, int, int, Started | None]] = []
@@ -182,7 +190,8 @@ async def members_rss(
             warm = await _join_groups(host, port, size, size, f"warm-{time.monotonic_ns()}")
             await asyncio.sleep(1.0)
             before = rss_kib(pid)
-            conns = await _join_groups(host, port, members, size, f"{time.monotonic_ns()}")
+            tag = f"{time.monotonic_ns()}"
+            conns = await _join_groups(host, port, members, size, tag, by_group)
             await asyncio.sleep(1.0)
             after = rss_kib(pid)
             out[name] = None if before is None or after is None else (after - before) / members
@@ -231,6 +240,13 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--starts", type=int, default=10, help="start-ups of each server (10)")
     p.add_argument("--members", type=int, default=5000, help="members joined (5000)")
     p.add_argument("--group-size", type=int, default=100, help="members per group (100)")
+    p.add_argument(
+        "--joins",
+        choices=["together", "by-group"],
+        default="together",
+        help="every group joins at once (together, the default) or one after another: "
+        "the first leaves the free space of its peak in the server's allocator",
+    )
     p.add_argument("--compare-bootstrap", metavar="HOST:PORT", help="a peer to compare with")
     p.add_argument("--compare-pid", type=int, default=0, help="the peer's pid, for its RSS")
     p.add_argument("--compare-name", default="peer")
@@ -250,5 +266,5 @@ def main(argv: Sequence[str] | None = None) -> int:
     if o.compare_bootstrap:
         host, port = o.compare_bootstrap.rsplit(":", 1)
         peer = (o.compare_name, host, int(port), o.compare_pid)
-    uvloop.run(members_rss(o.members, o.group_size, peer))
+    uvloop.run(members_rss(o.members, o.group_size, peer, o.joins == "by-group"))
     return 0

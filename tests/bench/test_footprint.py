@@ -20,6 +20,7 @@ def test_footprint_measures_start_up_and_memory_beside_the_floor_and_a_peer(
     peer = start_server_process({}, [("bench", 64)], extra_args=["--log-level", "WARNING"])
     try:
         args = ["footprint", "--starts", "2", "--members", "30", "--group-size", "10"]
+        args += ["--joins", "by-group"]
         args += ["--compare-bootstrap", peer.bootstrap, "--compare-pid", str(peer.proc.pid)]
         assert bench_main(args) == 0
         admin = KafkaAdminClient(bootstrap_servers=peer.bootstrap)
