@@ -55,6 +55,32 @@ class ConsumerGroupHeartbeatFields:
     topic_partitions: list[OwnedTopic] | None
 
 
+class SteadyHeartbeat:
+    """A heartbeat that repeats nothing (the steady tail below): its group, member id and
+    epoch; every other field reads as the generated codec reads it, null or -1, from the
+    class. A third of the fields to set, and the handler can tell one by its type."""
+
+    __slots__ = ("group_id", "member_epoch", "member_id")
+    instance_id = None
+    rack_id = None
+    rebalance_timeout_ms = -1
+    subscribed_topic_names = None
+    subscribed_topic_regex = None
+    server_assignor = None
+    topic_partitions = None
+
+    def __init__(self, group_id: str, member_id: str, member_epoch: int) -> None:
+        self.group_id = group_id
+        self.member_id = member_id
+        self.member_epoch = member_epoch
+
+    def __repr__(self) -> str:
+        return (
+            f"SteadyHeartbeat(group_id={self.group_id!r}, member_id={self.member_id!r}, "
+            f"member_epoch={self.member_epoch})"
+        )
+
+
 def _uvarint(buf: bytes, pos: int) -> tuple[int, int]:
     n = buf[pos]
     if n < 0x80:
@@ -82,11 +108,13 @@ def _skip_tags(buf: bytes, pos: int) -> int:
     return pos + 1 if buf[pos] == 0 else skip_tagged_fields(buf, pos)
 
 
-def decode_request(body: bytes, version: int) -> ConsumerGroupHeartbeatFields:
+def decode_request(body: bytes, version: int) -> ConsumerGroupHeartbeatFields | SteadyHeartbeat:
     try:
         return _decode(body, version)
     except (MalformedHeader, struct.error, IndexError) as exc:  # a read past the end
         raise ConsumerGroupHeartbeatDecodeError(str(exc)) from exc
+    except UnicodeDecodeError as exc:
+        raise ConsumerGroupHeartbeatDecodeError("string is not UTF-8") from exc
 
 
 # What follows the epoch in a steady heartbeat, which repeats nothing: null instance and rack,
@@ -97,24 +125,26 @@ _STEADY_TAIL = (
 )
 
 
-def _decode(body: bytes, version: int) -> ConsumerGroupHeartbeatFields:
+def _decode(body: bytes, version: int) -> ConsumerGroupHeartbeatFields | SteadyHeartbeat:
+    # Group and member ids shorter than 127 bytes (one length byte each), read inline: what
+    # every client sends. Anything else (a null, a longer id) takes the general reader.
+    # (An index past the end raises IndexError, refused as any read past the end is.)
+    n = body[0] - 1
+    if 0 <= n < 0x7F:
+        m_at = n + 1
+        m = body[m_at] - 1
+        e_at = m_at + 1 + m
+        # Most heartbeats: one comparison instead of reading seven null fields (it also
+        # bounds the epoch: the tail is not empty).
+        if 0 <= m < 0x7F and body[e_at + 4 :] == _STEADY_TAIL[version]:
+            return SteadyHeartbeat(
+                str(body[1:m_at], "utf-8"),
+                str(body[m_at + 1 : e_at], "utf-8"),
+                _I32.unpack_from(body, e_at)[0],
+            )
     group_id, pos = _string(body, 0, False)
     member_id, pos = _string(body, pos, False)
     (epoch,) = _I32.unpack_from(body, pos)
-    if body[pos + 4 :] == _STEADY_TAIL[version]:
-        # Most heartbeats: one comparison instead of reading seven null fields.
-        return ConsumerGroupHeartbeatFields(
-            group_id,  # type: ignore[arg-type]
-            member_id,  # type: ignore[arg-type]
-            epoch,
-            None,
-            None,
-            -1,
-            None,
-            None,
-            None,
-            None,
-        )
     instance, pos = _string(body, pos + 4, True)
     rack, pos = _string(body, pos, True)
     (rebalance_timeout,) = _I32.unpack_from(body, pos)
@@ -154,6 +184,29 @@ def _decode(body: bytes, version: int) -> ConsumerGroupHeartbeatFields:
     assert group_id is not None and member_id is not None
     return ConsumerGroupHeartbeatFields(
         group_id, member_id, epoch, instance, rack, rebalance_timeout, names, regex, assignor, owned
+    )
+
+
+# A steady answer's fixed parts: no throttle, no error, a null message; a null assignment
+# (nothing changed) and no tagged fields.
+_STEADY_HEAD = _HEAD.pack(0, 0) + b"\x00"
+_STEADY_END = NULL_STRUCT + b"\x00"
+
+
+def encode_steady_response(member_id: str, member_epoch: int, heartbeat_interval_ms: int) -> bytes:
+    """`encode_response` of an error-free answer with no message and no assignment: the
+    answer to nearly every heartbeat, packed with less work (the tests hold them equal)."""
+    data = member_id.encode()
+    n = len(data) + 1
+    length = bytes((n,)) if n < 0x80 else write_uvarint(n)
+    return b"".join(
+        (
+            _STEADY_HEAD,
+            length,
+            data,
+            _EPOCH_INTERVAL.pack(member_epoch, heartbeat_interval_ms),
+            _STEADY_END,
+        )
     )
 
 

@@ -18,6 +18,7 @@ from typing import Any
 from minicoord.protocol import fast_consumer_group_heartbeat
 from minicoord.protocol.apis import SPECS
 from minicoord.protocol.errors import ErrorCode
+from minicoord.protocol.fast_consumer_group_heartbeat import SteadyHeartbeat
 from minicoord.server.coordinator.consumer.requests import HeartbeatOutcome, HeartbeatRequest
 from minicoord.server.coordinator.results import Result
 from minicoord.server.handlers.base import EncodedResponse, Handler, RequestContext
@@ -50,7 +51,7 @@ def handle(ctx: RequestContext, request: Any) -> Any:
         # As Kafka 4.0 (KAFKA-18813): every subscribed name needs Describe.
         return _encoded(HeartbeatOutcome(ErrorCode.TOPIC_AUTHORIZATION_FAILED, TOPIC_DENIED))
     broker = ctx.broker
-    if (
+    if type(request) is SteadyHeartbeat or (
         request.rebalance_timeout_ms == -1
         and request.topic_partitions is None
         and request.subscribed_topic_names is None
@@ -103,6 +104,19 @@ def handle(ctx: RequestContext, request: Any) -> Any:
 
 
 def _encoded(outcome: HeartbeatOutcome) -> EncodedResponse:
+    if (
+        outcome.error == 0
+        and outcome.message is None
+        and outcome.assignment is None
+        and outcome.member_id is not None
+    ):
+        # The steady answer: nothing changed, nothing to say.
+        return EncodedResponse(
+            fast_consumer_group_heartbeat.encode_steady_response(
+                outcome.member_id, outcome.member_epoch, outcome.heartbeat_interval_ms
+            ),
+            0,
+        )
     body = fast_consumer_group_heartbeat.encode_response(
         outcome.error,
         outcome.message,

@@ -15,8 +15,10 @@ from minicoord.protocol.consumer_group_apis import (
 )
 from minicoord.protocol.fast_consumer_group_heartbeat import (
     ConsumerGroupHeartbeatDecodeError,
+    SteadyHeartbeat,
     decode_request,
     encode_response,
+    encode_steady_response,
 )
 from minicoord.protocol.validate import null_violation
 
@@ -103,18 +105,59 @@ def test_steady_heartbeats_take_the_short_read_and_agree(
     assert _fields(decode_request(memoryview(body), version), version) == expected  # type: ignore[arg-type]
 
 
+# Ids of any length: one length byte up to 126 bytes of UTF-8, more past it.
+long_text = st.text(min_size=0, max_size=70)
+
+
+@given(st.integers(0, 1), long_text, long_text, int32)
+def test_steady_heartbeats_of_any_id_length_read_as_the_generated_codec_reads_them(
+    version: int, group: str, member: str, epoch: int
+) -> None:
+    body = _encode((version, group, member, epoch, None, None, -1, None, None, None, None))
+    slow = _generated(body, version)
+    assert slow is not None
+    fast = decode_request(body, version)
+    assert _fields(fast, version) == _fields(slow, version)
+    short = len(group.encode()) < 127 and len(member.encode()) < 127
+    # The inline read is taken exactly when both ids have one-byte lengths.
+    assert (type(fast) is SteadyHeartbeat) == short
+
+
+@given(st.integers(0, 1), long_text, long_text, int32, st.integers(0, 400), st.integers(0, 255),
+       st.booleans())  # fmt: skip
+def test_damaged_steady_heartbeats_are_refused_unless_read_the_same(
+    version: int, group: str, member: str, epoch: int, where: int, byte: int, truncate: bool
+) -> None:
+    # The inline read's own bounds and UTF-8 checks, at every byte of the shape it reads.
+    body = _encode((version, group, member, epoch, None, None, -1, None, None, None, None))
+    _refused_unless_read_the_same(_damage(body, where, byte, truncate), version)
+
+
+@given(long_text, int32, int32)
+def test_steady_answers_are_byte_equal(member: str, epoch: int, interval: int) -> None:
+    assert encode_steady_response(member, epoch, interval) == encode_response(
+        0, None, member, epoch, interval, None
+    )
+
+
 @given(requests, st.integers(0, 400), st.integers(0, 255), st.booleans())
 def test_damaged_requests_are_refused_unless_read_the_same(
     r: tuple[Any, ...], where: int, byte: int, truncate: bool
 ) -> None:
-    version = r[0]
-    body = bytearray(_encode(r))
+    _refused_unless_read_the_same(_damage(_encode(r), where, byte, truncate), r[0])
+
+
+def _damage(encoded: bytes, where: int, byte: int, truncate: bool) -> bytes:
+    body = bytearray(encoded)
     where %= len(body)
     if truncate:
         del body[where:]
     else:
         body[where] = byte
-    raw = bytes(body)
+    return bytes(body)
+
+
+def _refused_unless_read_the_same(raw: bytes, version: int) -> None:
     slow = _generated(raw, version)
     try:
         fast = decode_request(raw, version)
