@@ -20,8 +20,15 @@ from __future__ import annotations
 import os
 import time
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
-from minicoord.storage.batch import CorruptBatch, check_batch, rebuild_batch
+from minicoord.storage.batch import (
+    CorruptBatch,
+    check_batch,
+    rebuild_batch,
+    record_keys,
+    verify_batch,
+)
 from minicoord.storage.partition_log import (
     CLEANED,
     SWAP,
@@ -31,6 +38,9 @@ from minicoord.storage.partition_log import (
 )
 from minicoord.storage.scan import read_batches, scan_batches
 from minicoord.storage.segment import FileSegment, MemorySegment, Segment
+
+if TYPE_CHECKING:
+    from kafka.record.default_records import DefaultRecordBatch
 
 
 @dataclass(frozen=True, slots=True)
@@ -73,21 +83,24 @@ def prepare(plog: PartitionLog, now_ms: int, delete_retention_ms: int) -> Prepar
     if not closed or any(s.unwritten for s in closed):
         # Nothing to clean, or (flush policy none) bytes not yet in the files: next round.
         return None
-    # The newest offset of every key in the whole log, the active segment included.
+    # The newest offset of every key in the whole log, the active segment included. Every
+    # batch is verified here, once; the second pass reads the same immutable bytes.
     latest: dict[bytes, int] = {}
     for segment in closed:
         with segment.reading() as read:
             for data in read_batches(read, segment.size):
-                for record in _records(data):
-                    if record.key is not None:
-                        latest[bytes(record.key)] = record.offset
+                verify_batch(data)
+                for key, offset, _ts, _tombstone in record_keys(data):
+                    if key is not None:
+                        latest[key] = offset
     # Of the active segment, what reached the file is enough: a newer record missed here only
     # means an older one is kept a while longer.
     with active.reading() as read:
         for data in read_batches(read, active_size):
-            for record in _records(data):
-                if record.key is not None:
-                    latest[bytes(record.key)] = record.offset
+            verify_batch(data)
+            for key, offset, _ts, _tombstone in record_keys(data):
+                if key is not None:
+                    latest[key] = offset
 
     base, end = closed[0].base_offset, active.base_offset
     out = _Output(plog, base, end)
@@ -96,22 +109,27 @@ def prepare(plog: PartitionLog, now_ms: int, delete_retention_ms: int) -> Prepar
         for segment in closed:
             with segment.reading() as read:
                 for data in read_batches(read, segment.size):
-                    batch = check_batch(data)
-                    kept = []
-                    count = 0
-                    for r in batch:
-                        count += 1
-                        if r.key is None or latest.get(bytes(r.key)) != r.offset:
-                            continue
-                        if r.value is None and r.timestamp + delete_retention_ms <= now_ms:
-                            continue
-                        kept.append(r)
-                    before += count
+                    keys = record_keys(data)
+                    kept = [
+                        i
+                        for i, (key, offset, ts, tombstone) in enumerate(keys)
+                        if key is not None
+                        and latest.get(key) == offset
+                        and not (tombstone and ts + delete_retention_ms <= now_ms)
+                    ]
+                    before += len(keys)
                     if not kept:
+                        # Nearly every batch of a busy offsets log: all of it superseded, and
+                        # dropped without a record object made.
                         continue
                     after += len(kept)
-                    # An untouched batch is copied as it is: no re-encoding, same bytes.
-                    out.write(bytes(data) if len(kept) == count else rebuild_batch(batch, kept))
+                    if len(kept) == len(keys):
+                        # An untouched batch is copied as it is: no re-encoding, same bytes.
+                        out.write(bytes(data))
+                        continue
+                    batch = check_batch(data)
+                    records = _records(batch)
+                    out.write(rebuild_batch(batch, [records[i] for i in kept]))
         cleaned = out.finish()
     except BaseException:
         out.abandon()
@@ -138,9 +156,9 @@ def clean(plog: PartitionLog, now_ms: int, delete_retention_ms: int) -> CleanRes
     return prepared.result
 
 
-def _records(data: memoryview):  # type: ignore[no-untyped-def]
+def _records(batch: DefaultRecordBatch) -> list[Any]:
     try:
-        yield from check_batch(data)
+        return list(batch)
     except Exception as exc:  # a CRC-valid batch whose records do not parse
         raise CorruptBatch(f"undecodable records: {exc!r}") from exc
 
