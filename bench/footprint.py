@@ -24,6 +24,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import resource
+import select
 import statistics
 import subprocess
 import sys
@@ -43,6 +44,7 @@ BARE_SERVER = """
 import asyncio, uvloop
 held = set()
 class Keep(asyncio.Protocol):
+    __slots__ = ("transport",)
     def connection_made(self, transport):
         self.transport = transport
         held.add(self)
@@ -85,11 +87,10 @@ def start(command: list[str], timeout: float = 30) -> Started:
         command, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, bufsize=1
     )
     assert proc.stdout is not None
-    deadline = time.monotonic() + timeout
-    line = ""
-    # readline blocks; a server that dies first closes stdout, which ends it with "".
-    while not line and time.monotonic() < deadline and proc.poll() is None:
-        line = proc.stdout.readline()
+    # Waited for with a bound: a server that hangs before its line must not hang the bench.
+    # (A server that dies first closes stdout: readline returns "".)
+    readable, _, _ = select.select([proc.stdout], [], [], timeout)
+    line = proc.stdout.readline() if readable else ""
     ready_ms = (time.perf_counter() - t0) * 1000
     if "listening on" not in line:
         proc.kill()
