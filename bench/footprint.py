@@ -9,11 +9,13 @@ Three measures, each printed with the floor's beside it:
   uvloop server that binds and prints a line; `--starts` runs of each, interleaved, medians;
 - idle RSS: each one's VmRSS a second after its ready line, before any client;
 - RSS per member: `--members` classic members in groups of `--group-size`, one connection
-  each, joined to a fresh minicoord (after one warm-up group has loaded the codecs): its RSS
-  growth divided by the members. The floor holds as many bare connections; a peer (on this
+  each, joined to a fresh minicoord (after one warm-up group has loaded the codecs), half of
+  them and then the rest, each group heartbeating until it settles: RSS growth per member over
+  all of them and over the second half alone (which leaves out whatever free space the
+  allocator had at the start). The floor holds as many bare connections; a peer (on this
   host, `--compare-pid`) gets the same members as minicoord. With `--joins by-group` the
-  groups join one after another instead of all at once: a server's RSS keeps what its
-  allocator grew to at the peak, so the two differ by the join's transient memory.
+  groups join one after another instead of all of a half at once: a server's RSS keeps what
+  its allocator grew to at the peak, so the two differ by the joins' transient memory.
 
 Memory is the kernel's VmRSS from /proc, in KiB. Joins run from this process's event loop,
 so it raises its open-file limit to the hard limit (each server inherits it).
@@ -130,45 +132,50 @@ def start_up(starts: int) -> tuple[float, float]:
 async def _join_groups(
     host: str, port: int, members: int, size: int, tag: str, by_group: bool = False
 ) -> list[Any]:
-    """`members` classic members in groups of `size`, each on its own connection, all joined
-    and synced (no heartbeats: measured while their sessions last); every group at once, or
-    (`by_group`) one group after another."""
+    """`members` classic members in groups of `size`, each on its own connection, every
+    group settled (one generation holding all its members), then left without heartbeats:
+    measured while their 60 s sessions last. Every group at once, or (`by_group`) one group
+    after another. Returns the connections."""
+    from minicoord.bench.lean import join_classic
+    from minicoord.bench.pump import Target
     from minicoord.clients.connection import ProtocolClient
-    from minicoord.clients.member import GroupMember
 
-    conns = [await ProtocolClient.connect(host, port, f"footprint-{i % 8}") for i in range(members)]
-    joined = [
-        GroupMember(
-            c, f"footprint-{tag}-{i // size}", [TOPIC], index=i, session_timeout_ms=60_000,
-            partitions={TOPIC: PARTITIONS},
+    target = Target(host, port)
+
+    async def connect(i: int) -> Any:
+        return await ProtocolClient.connect(host, port, f"footprint-{i % 8}")
+
+    async def group(g: int) -> list[Any]:
+        n = min(size, members - g * size)
+        # Heartbeats each second while the groups settle: ten thousand members at a tenth
+        # of a second would be the load, not the joins.
+        joined = await join_classic(
+            target, f"footprint-{tag}-{g}", n, connect, heartbeat_interval_ms=1000, settle_s=300
         )
-        for i, c in enumerate(conns)
-    ]  # fmt: skip
+        return [m.conn for m in joined]
 
-    async def join(member: Any) -> None:
-        for _ in range(50):
-            try:
-                await member.join()
-                return
-            except Exception:
-                # A peer may refuse a join racing its rebalance (kfake: INCONSISTENT_...).
-                await asyncio.sleep(0.1)
-        raise SystemExit(f"a member of {member.group_id} never joined")
-
-    waves = [joined[i : i + size] for i in range(0, members, size)] if by_group else [joined]
-    for wave in waves:
-        await asyncio.gather(*(join(m) for m in wave))
-    return conns
+    count = -(-members // size)
+    if by_group:
+        conns = []
+        for g in range(count):
+            conns += await group(g)
+        return conns
+    return [c for part in await asyncio.gather(*(group(g) for g in range(count))) for c in part]
 
 
 async def _close(conns: Sequence[Any]) -> None:
     await asyncio.gather(*(c.close() for c in conns), return_exceptions=True)
 
 
-def _per(before: int | None, after: int | None, n: int) -> str:
-    if before is None or after is None:
+def _per(readings: Sequence[int | None], first: int, members: int) -> str:
+    """RSS before, after the first `first` members and after all, and the growth per member
+    over all of them and over the second part alone."""
+    if any(r is None for r in readings):
         return "RSS not readable (not on this host?)"
-    return f"{before:,} -> {after:,} KiB: {(after - before) / n:.2f} KiB each"
+    before, mid, after = readings
+    assert before is not None and mid is not None and after is not None
+    line = f"{before:,} -> {mid:,} -> {after:,} KiB: {(after - before) / members:.2f} KiB each"
+    return line + f", {(after - mid) / (members - first):.2f} KiB each of the second half"
 
 
 async def members_rss(
@@ -186,35 +193,49 @@ async def members_rss(
     targets.append(("minicoord", "127.0.0.1", server.port, server.proc.pid, server))
     if peer is not None:
         targets.append((*peer, None))
+    # Two halves (whole groups), RSS read after each: the second half's growth leaves out
+    # whatever free space the allocator had at the start, which the first half reuses.
+    first = (members // size // 2) * size or members // 2
     try:
         for name, host, port, pid, _ in targets:
             warm = await _join_groups(host, port, size, size, f"warm-{time.monotonic_ns()}")
+            readings = []
+            conns = []
+            for n, tag in ((first, "a"), (members - first, "b")):
+                await asyncio.sleep(1.0)
+                readings.append(rss_kib(pid))
+                conns += await _join_groups(
+                    host, port, n, size, f"{tag}{time.monotonic_ns()}", by_group
+                )
             await asyncio.sleep(1.0)
-            before = rss_kib(pid)
-            tag = f"{time.monotonic_ns()}"
-            conns = await _join_groups(host, port, members, size, tag, by_group)
-            await asyncio.sleep(1.0)
-            after = rss_kib(pid)
-            out[name] = None if before is None or after is None else (after - before) / members
-            print(f"  {name:<12} {_per(before, after, members)}", flush=True)
+            readings.append(rss_kib(pid))
+            out[name] = _growth(readings, members)
+            print(f"  {name:<12} {_per(readings, first, members)}", flush=True)
             await _close(conns + warm)
     finally:
         server.stop()
     bare = start(BARE_COMMAND)
     try:
-        warm_socks = await _open(bare.port, size)
+        socks = await _open(bare.port, size)
+        readings = []
+        for n in (first, members - first):
+            await asyncio.sleep(1.0)
+            readings.append(rss_kib(bare.proc.pid))
+            socks += await _open(bare.port, n)
         await asyncio.sleep(1.0)
-        before = rss_kib(bare.proc.pid)
-        socks = await _open(bare.port, members)
-        await asyncio.sleep(1.0)
-        after = rss_kib(bare.proc.pid)
-        out["bare"] = None if before is None or after is None else (after - before) / members
-        print(f"  {'bare uvloop':<12} {_per(before, after, members)} (connections only)")
-        for w in warm_socks + socks:
-            w.close()
+        readings.append(rss_kib(bare.proc.pid))
+        out["bare"] = _growth(readings, members)
+        print(f"  {'bare uvloop':<12} {_per(readings, first, members)} (connections only)")
+        for sock in socks:
+            sock.close()
     finally:
         bare.stop()
     return out
+
+
+def _growth(readings: Sequence[int | None], members: int) -> float | None:
+    before, after = readings[0], readings[-1]
+    return None if before is None or after is None else (after - before) / members
 
 
 async def _open(port: int, n: int) -> list[Any]:

@@ -36,9 +36,13 @@ async def join_classic(
     group: str,
     n: int,
     connect: Callable[[int], Awaitable[Any]] | None = None,
+    heartbeat_interval_ms: int = 100,
+    settle_s: float = 30,
 ) -> list[Any]:
     """`n` classic members of `group`, joined and synced (heartbeats stopped), each on its
-    own connection; `connect(i)` makes one (a TLS or SASL login, say)."""
+    own connection; `connect(i)` makes one (a TLS or SASL login, say). Members heartbeat
+    until the group settles (one generation, all `n` in it), so one that joined before a
+    rebalance learns of it and rejoins; SystemExit if it has not settled in `settle_s`."""
     from minicoord.clients.connection import ProtocolClient
     from minicoord.clients.member import GroupMember
 
@@ -50,7 +54,7 @@ async def join_classic(
     conns = [await connect(i) for i in range(n)]
     members = [
         GroupMember(c, group, [TOPIC], index=i, session_timeout_ms=60_000,
-                    rebalance_timeout_ms=60_000, heartbeat_interval_ms=100)
+                    rebalance_timeout_ms=60_000, heartbeat_interval_ms=heartbeat_interval_ms)
         for i, c in enumerate(conns)
     ]  # fmt: skip
 
@@ -65,7 +69,7 @@ async def join_classic(
 
     tasks = [asyncio.create_task(live(m)) for m in members]
     try:
-        for _ in range(600):
+        for _ in range(int(settle_s / 0.05)):
             generations = {m.generation for m in members}
             if len(generations) == 1 and all(m.group_size == n for m in members):
                 return members

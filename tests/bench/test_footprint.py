@@ -32,7 +32,8 @@ def test_footprint_measures_start_up_and_memory_beside_the_floor_and_a_peer(
             admin.close()
     finally:
         peer.stop()
-    # The warm-up group, then three of ten: sessions of 60 s outlive the closed connections.
+    # The warm-up group, then three of ten (one, then two): sessions of 60 s outlive the
+    # closed connections.
     assert sizes == [10, 10, 10, 10]
     out = capsys.readouterr().out
     starts = re.findall(r"^  (minicoord|bare uvloop) +([\d.]+) ms \(([\d.]+)-([\d.]+)\)", out, re.M)
@@ -42,9 +43,11 @@ def test_footprint_measures_start_up_and_memory_beside_the_floor_and_a_peer(
     idle = re.findall(r"^  (minicoord|bare uvloop) +([\d,]+) KiB$", out, re.M)
     assert [name for name, _ in idle] == ["minicoord", "bare uvloop"]
     assert all(int(kib.replace(",", "")) > 10_000 for _, kib in idle)  # an interpreter, at least
-    per = re.findall(
-        r"^  (\S+(?: uvloop)?) +([\d,]+) -> ([\d,]+) KiB: (-?[\d.]+) KiB each", out, re.M
+    each = (
+        r"^  (\S+(?: uvloop)?) +([\d,]+) -> ([\d,]+) -> ([\d,]+) KiB: (-?[\d.]+) KiB each, "
+        r"(-?[\d.]+) KiB each of the second half"
     )
+    per = re.findall(each, out, re.M)
     assert [name for name, *_ in per] == ["minicoord", "peer", "bare uvloop"]
 
 
