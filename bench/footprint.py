@@ -134,7 +134,7 @@ async def _join_groups(
 ) -> list[Any]:
     """`members` classic members in groups of `size`, each on its own connection, every
     group settled (one generation holding all its members), then left without heartbeats:
-    measured while their 60 s sessions last. Every group at once, or (`by_group`) one group
+    measured while their 5-minute sessions last. Every group at once, or (`by_group`) one group
     after another. Returns the connections."""
     from minicoord.bench.lean import join_classic
     from minicoord.bench.pump import Target
@@ -149,9 +149,12 @@ async def _join_groups(
         n = min(size, members - g * size)
         # Heartbeats each second while the groups settle: ten thousand members at a tenth
         # of a second would be the load, not the joins.
+        # Sessions of 5 minutes (Kafka's largest by default is 30): the first half must still
+        # be there, without heartbeats, when the second half has joined and RSS is read.
         joined = await join_classic(
-            target, f"footprint-{tag}-{g}", n, connect, heartbeat_interval_ms=1000, settle_s=300
-        )
+            target, f"footprint-{tag}-{g}", n, connect, heartbeat_interval_ms=1000,
+            settle_s=300, session_timeout_ms=300_000,
+        )  # fmt: skip
         return [m.conn for m in joined]
 
     count = -(-members // size)

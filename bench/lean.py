@@ -38,6 +38,7 @@ async def join_classic(
     connect: Callable[[int], Awaitable[Any]] | None = None,
     heartbeat_interval_ms: int = 100,
     settle_s: float = 30,
+    session_timeout_ms: int = 60_000,
 ) -> list[Any]:
     """`n` classic members of `group`, joined and synced (heartbeats stopped), each on its
     own connection; `connect(i)` makes one (a TLS or SASL login, say). Members heartbeat
@@ -53,7 +54,7 @@ async def join_classic(
 
     conns = [await connect(i) for i in range(n)]
     members = [
-        GroupMember(c, group, [TOPIC], index=i, session_timeout_ms=60_000,
+        GroupMember(c, group, [TOPIC], index=i, session_timeout_ms=session_timeout_ms,
                     rebalance_timeout_ms=60_000, heartbeat_interval_ms=heartbeat_interval_ms)
         for i, c in enumerate(conns)
     ]  # fmt: skip

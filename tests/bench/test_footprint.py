@@ -32,8 +32,8 @@ def test_footprint_measures_start_up_and_memory_beside_the_floor_and_a_peer(
             admin.close()
     finally:
         peer.stop()
-    # The warm-up group, then three of ten (one, then two): sessions of 60 s outlive the
-    # closed connections.
+    # The warm-up group, then three of ten (one, then two): their sessions outlive the closed
+    # connections.
     assert sizes == [10, 10, 10, 10]
     out = capsys.readouterr().out
     starts = re.findall(r"^  (minicoord|bare uvloop) +([\d.]+) ms \(([\d.]+)-([\d.]+)\)", out, re.M)
