@@ -32,10 +32,10 @@ import subprocess
 import sys
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import Any
 
 from minicoord.bench.proc_stats import rss_kib
+from minicoord.server.process import ServerProcess
 
 TOPIC = "bench"
 PARTITIONS = 64
@@ -66,24 +66,9 @@ def minicoord_command(*extra: str) -> list[str]:
 BARE_COMMAND = [sys.executable, "-c", BARE_SERVER]
 
 
-@dataclass
-class Started:
-    proc: subprocess.Popen[str]
-    port: int
-    ready_ms: float
-
-    def stop(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.terminate()
-        try:
-            self.proc.wait(10)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait(10)
-
-
-def start(command: list[str], timeout: float = 30) -> Started:
-    """Run `command` until its first line, which must say where it listens."""
+def start(command: list[str], timeout: float = 30) -> tuple[ServerProcess, float]:
+    """Run `command` until its first line, which must say where it listens; the server and
+    how long the line took, in ms."""
     t0 = time.perf_counter()
     proc = subprocess.Popen(
         command, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, bufsize=1
@@ -98,7 +83,7 @@ def start(command: list[str], timeout: float = 30) -> Started:
         proc.kill()
         proc.wait(10)
         raise SystemExit(f"{command[:4]} printed no ready line: {line!r}")
-    return Started(proc, int(line.rsplit(":", 1)[1].split()[0]), ready_ms)
+    return ServerProcess(proc, "127.0.0.1", int(line.rsplit(":", 1)[1].split()[0])), ready_ms
 
 
 def _spread(values: Sequence[float]) -> str:
@@ -112,8 +97,8 @@ def start_up(starts: int) -> tuple[float, float]:
     commands = {"minicoord": minicoord_command(), "bare": BARE_COMMAND}
     for i in range(starts):
         for name, command in commands.items():
-            server = start(command)
-            times[name].append(server.ready_ms)
+            server, ready_ms = start(command)
+            times[name].append(ready_ms)
             if i == starts - 1:
                 time.sleep(1.0)
                 idle[name] = rss_kib(server.proc.pid)
@@ -191,8 +176,8 @@ async def members_rss(
     print(f"RSS per member, {members:,} members in groups of {size} ({how}), one connection each:")
     config = ["--config", f"group.max.size={max(size, 1000)}", "--topic", f"{TOPIC}:{PARTITIONS}"]
     config += ["--log-level", "WARNING"]
-    targets: list[tuple[str, str, int, int, Started | None]] = []
-    server = start(minicoord_command(*config))
+    targets: list[tuple[str, str, int, int, ServerProcess | None]] = []
+    server, _ = start(minicoord_command(*config))
     targets.append(("minicoord", "127.0.0.1", server.port, server.proc.pid, server))
     if peer is not None:
         targets.append((*peer, None))
@@ -217,7 +202,7 @@ async def members_rss(
             await _close(conns + warm)
     finally:
         server.stop()
-    bare = start(BARE_COMMAND)
+    bare, _ = start(BARE_COMMAND)
     try:
         socks = await _open(bare.port, size)
         readings = []

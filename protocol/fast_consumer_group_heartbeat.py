@@ -17,7 +17,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 from minicoord.protocol.headers import (
-    MalformedHeader,
+    guarded,
     read_uvarint,
     skip_tagged_fields,
     write_compact_string,
@@ -108,15 +108,6 @@ def _skip_tags(buf: bytes, pos: int) -> int:
     return pos + 1 if buf[pos] == 0 else skip_tagged_fields(buf, pos)
 
 
-def decode_request(body: bytes, version: int) -> ConsumerGroupHeartbeatFields | SteadyHeartbeat:
-    try:
-        return _decode(body, version)
-    except (MalformedHeader, struct.error, IndexError) as exc:  # a read past the end
-        raise ConsumerGroupHeartbeatDecodeError(str(exc)) from exc
-    except UnicodeDecodeError as exc:
-        raise ConsumerGroupHeartbeatDecodeError("string is not UTF-8") from exc
-
-
 # What follows the epoch in a steady heartbeat, which repeats nothing: null instance and rack,
 # rebalance timeout -1, null names, (v1+) null regex, null assignor, null partitions, no tags.
 _STEADY_TAIL = (
@@ -185,6 +176,9 @@ def _decode(body: bytes, version: int) -> ConsumerGroupHeartbeatFields | SteadyH
     return ConsumerGroupHeartbeatFields(
         group_id, member_id, epoch, instance, rack, rebalance_timeout, names, regex, assignor, owned
     )
+
+
+decode_request = guarded(_decode, ConsumerGroupHeartbeatDecodeError)
 
 
 # A steady answer's fixed parts: no throttle, no error, a null message; a null assignment

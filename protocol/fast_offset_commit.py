@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from minicoord.protocol.headers import (
-    MalformedHeader,
+    guarded,
     read_uvarint,
     skip_tagged_fields,
     write_uvarint,
@@ -152,12 +152,7 @@ def decode_request(body: bytes, version: int) -> OffsetCommitFields | OneCommit:
             common = None
         if common is not None:
             return common
-    try:
-        return _decode(body, version)
-    except (MalformedHeader, struct.error, IndexError) as exc:  # a read past the end
-        raise OffsetCommitDecodeError(str(exc)) from exc
-    except UnicodeDecodeError as exc:
-        raise OffsetCommitDecodeError("string is not UTF-8") from exc
+    return _general(body, version)
 
 
 def _string(buf: bytes, pos: int, compact: bool, nullable: bool) -> tuple[str | None, int]:
@@ -310,3 +305,7 @@ def _decode(body: bytes, version: int) -> OffsetCommitFields:
         skip_tagged_fields(body, pos)
     assert group_id is not None and member_id is not None
     return OffsetCommitFields(group_id, generation, member_id, instance, topics)
+
+
+# The general reader as decode_request uses it: damage refused as OffsetCommitDecodeError.
+_general = guarded(_decode, OffsetCommitDecodeError)

@@ -13,17 +13,14 @@ server's null checks.
 from __future__ import annotations
 
 import struct
-from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TypeVar
 
 from minicoord.protocol.fast_rebalance import JOIN_FLEXIBLE_FROM, SYNC_FLEXIBLE_FROM
-from minicoord.protocol.headers import MalformedHeader, read_uvarint, skip_tagged_fields
+from minicoord.protocol.headers import guarded, read_uvarint, skip_tagged_fields
 
 _I16 = struct.Struct(">h")
 _I32 = struct.Struct(">i")
 _TWO_I32 = struct.Struct(">ii")
-T = TypeVar("T")
 
 
 class RebalanceDecodeError(ValueError):
@@ -139,23 +136,13 @@ def _tags(buf: bytes, pos: int) -> int:
     return pos + 1 if buf[pos] == 0 else skip_tagged_fields(buf, pos)
 
 
-def _decoded(decode: Callable[[bytes, int], T], body: bytes, version: int) -> T:
-    """`decode`'s fields, every way a body can be damaged refused as one error type."""
-    try:
-        return decode(body, version)
-    except (MalformedHeader, struct.error, IndexError) as exc:  # a read past the end
-        raise RebalanceDecodeError(str(exc)) from exc
-    except UnicodeDecodeError as exc:
-        raise RebalanceDecodeError("string is not UTF-8") from exc
-
-
 def decode_join_request(body: bytes, version: int) -> JoinGroupFields:
-    common = _decoded(_common_join, body, version)
-    return common if common is not None else _decoded(_join_request, body, version)
+    common = _common_join_guarded(body, version)
+    return common if common is not None else _join_request_guarded(body, version)
 
 
 def decode_sync_request(body: bytes, version: int) -> SyncGroupFields:
-    return _decoded(_sync_request, body, version)
+    return _sync_request_guarded(body, version)
 
 
 def _common_join(buf: bytes, version: int) -> JoinGroupFields | None:
@@ -317,3 +304,9 @@ def _sync_request(buf: bytes, version: int) -> SyncGroupFields:
         protocol_name,
         assignments,
     )
+
+
+# The decoders as callers see them: damage of every kind refused as RebalanceDecodeError.
+_common_join_guarded = guarded(_common_join, RebalanceDecodeError)
+_join_request_guarded = guarded(_join_request, RebalanceDecodeError)
+_sync_request_guarded = guarded(_sync_request, RebalanceDecodeError)

@@ -310,9 +310,14 @@ def verify_batch(data: bytes | bytearray | memoryview) -> None:
 
 def check_batch(data: bytes | bytearray | memoryview) -> DefaultRecordBatch:
     """Parse one whole batch and verify it, raising CorruptBatch on any damage."""
+    verify_batch(data)
+    return parse_batch(data)
+
+
+def parse_batch(data: bytes | bytearray | memoryview) -> DefaultRecordBatch:
+    """kafka-python's reader over one whole batch that verify_batch already passed."""
     from kafka.record.default_records import DefaultRecordBatch
 
-    verify_batch(data)
     return DefaultRecordBatch(data)
 
 
@@ -336,10 +341,8 @@ def record_keys(data: bytes | bytearray | memoryview) -> list[KeyedRecord]:
         try:
             return [
                 (_opt_bytes(r.key), r.offset, r.timestamp, r.value is None)
-                for r in check_batch(data)
+                for r in parse_batch(data)
             ]
-        except CorruptBatch:
-            raise
         except Exception as exc:  # a CRC-valid batch whose records do not parse
             raise CorruptBatch(f"undecodable records: {exc!r}") from exc
     buf = bytes(data) if not isinstance(data, bytes) else data
@@ -348,43 +351,43 @@ def record_keys(data: bytes | bytearray | memoryview) -> list[KeyedRecord]:
     end = len(buf)
     try:
         # One-byte varints (nearly every length and delta) are decoded inline, through the
-        # table; longer ones by _read_zigzag.
+        # table; longer ones by read_zigzag.
         small = _ZIGZAG_BYTE
         for _ in range(count):
             b = buf[pos]
-            size, pos = (small[b], pos + 1) if b < 0x80 else _read_zigzag(buf, pos)
+            size, pos = (small[b], pos + 1) if b < 0x80 else read_zigzag(buf, pos)
             record_end = pos + size
             if buf[pos] & 0x80:
                 # Attributes are one byte, unused and 0 (kafka-python reads a varint here).
                 raise CorruptBatch("record attributes out of range")
             at = pos + 1
             b = buf[at]
-            ts_delta, at = (small[b], at + 1) if b < 0x80 else _read_zigzag(buf, at)
+            ts_delta, at = (small[b], at + 1) if b < 0x80 else read_zigzag(buf, at)
             b = buf[at]
-            offset_delta, at = (small[b], at + 1) if b < 0x80 else _read_zigzag(buf, at)
+            offset_delta, at = (small[b], at + 1) if b < 0x80 else read_zigzag(buf, at)
             b = buf[at]
-            key_len, at = (small[b], at + 1) if b < 0x80 else _read_zigzag(buf, at)
+            key_len, at = (small[b], at + 1) if b < 0x80 else read_zigzag(buf, at)
             key = None
             if key_len >= 0:
                 key = buf[at : at + key_len]
                 at += key_len
             b = buf[at]
-            value_len, at = (small[b], at + 1) if b < 0x80 else _read_zigzag(buf, at)
+            value_len, at = (small[b], at + 1) if b < 0x80 else read_zigzag(buf, at)
             if value_len >= 0:
                 at += value_len
             if key_len < -1 or value_len < -1:
                 raise CorruptBatch("a negative field length other than -1 (null)")
             # Headers are checked, not kept: a record must parse whole to be read at all.
             b = buf[at]
-            headers, at = (small[b], at + 1) if b < 0x80 else _read_zigzag(buf, at)
+            headers, at = (small[b], at + 1) if b < 0x80 else read_zigzag(buf, at)
             if headers < 0:
                 raise CorruptBatch("a negative header count")
             for _ in range(headers):
-                name_len, at = _read_zigzag(buf, at)
+                name_len, at = read_zigzag(buf, at)
                 if name_len < 0 or at + name_len > record_end:
                     raise CorruptBatch("a header name out of its record")
                 str(buf[at : at + name_len], "utf-8")
-                header_len, at = _read_zigzag(buf, at + name_len)
+                header_len, at = read_zigzag(buf, at + name_len)
                 if header_len >= 0:
                     at += header_len
             if at != record_end or record_end > end:
@@ -407,8 +410,9 @@ def record_keys(data: bytes | bytearray | memoryview) -> list[KeyedRecord]:
 _ZIGZAG_BYTE = [(b >> 1) ^ -(b & 1) for b in range(0x80)]
 
 
-def _read_zigzag(buf: bytes, pos: int) -> tuple[int, int]:
-    """A zig-zag varint (int32 or int64) at pos, and where the next field starts."""
+def read_zigzag(buf: bytes | bytearray | memoryview, pos: int) -> tuple[int, int]:
+    """A zig-zag varint (int32 or int64) at pos, and where the next field starts;
+    IndexError past the end or past ten bytes (a record that does not parse, to callers)."""
     b = buf[pos]
     if b < 0x80:
         return (b >> 1) ^ -(b & 1), pos + 1
@@ -423,7 +427,7 @@ def _read_zigzag(buf: bytes, pos: int) -> tuple[int, int]:
             return (result >> 1) ^ -(result & 1), pos
         shift += 7
         if shift > 63:
-            raise CorruptBatch("a varint longer than ten bytes")
+            raise IndexError("a varint longer than ten bytes")
 
 
 def decode_batch(data: bytes | bytearray | memoryview) -> Iterator[StoredRecord]:

@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any
 
 from minicoord.storage.batch import (
     CorruptBatch,
-    check_batch,
+    parse_batch,
     rebuild_batch,
     record_keys,
     verify_batch,
@@ -127,7 +127,7 @@ def prepare(plog: PartitionLog, now_ms: int, delete_retention_ms: int) -> Prepar
                         # An untouched batch is copied as it is: no re-encoding, same bytes.
                         out.write(bytes(data))
                         continue
-                    batch = check_batch(data)
+                    batch = parse_batch(data)  # verified in the first pass
                     records = _records(batch)
                     out.write(rebuild_batch(batch, [records[i] for i in kept]))
         cleaned = out.finish()

@@ -33,6 +33,7 @@ from minicoord.storage.batch import (
     BatchInfo,
     batch_info,
     crc_valid,
+    read_zigzag,
     set_log_append_time,
 )
 
@@ -220,7 +221,7 @@ def _walk_records(
                 length = (n >> 1) ^ -(n & 1)
                 pos += 2
             else:
-                length, pos = _varint(buf, pos)
+                length, pos = read_zigzag(buf, pos)
             stop = pos + length
             if length < 6 or stop > end:
                 raise IndexError
@@ -229,7 +230,7 @@ def _walk_records(
                 ts_delta = (b >> 1) ^ -(b & 1)
                 at = pos + 2
             else:
-                ts_delta, at = _varint(buf, pos + 1)
+                ts_delta, at = read_zigzag(buf, pos + 1)
             if max_delta is None:
                 max_delta = min_delta = ts_delta
             elif ts_delta > max_delta:
@@ -237,8 +238,8 @@ def _walk_records(
             elif ts_delta < min_delta:  # type: ignore[operator]
                 min_delta = ts_delta
             if need_keys:
-                _offset_delta, at = _varint(buf, at)
-                if _varint(buf, at)[0] < 0:
+                _offset_delta, at = read_zigzag(buf, at)
+                if read_zigzag(buf, at)[0] < 0:
                     errors.append((index, "Compacted topic cannot accept message without key"))
             pos = stop
     except IndexError:
@@ -286,9 +287,9 @@ def _timestamp_errors(
     before, after = limits.before_max_ms, limits.after_max_ms
     out = []
     for index in range(info.records):
-        length, pos = _varint(buf, pos)
+        length, pos = read_zigzag(buf, pos)
         stop = pos + length
-        ts_delta, _ = _varint(buf, pos + 1)
+        ts_delta, _ = read_zigzag(buf, pos + 1)
         timestamp = info.first_timestamp + ts_delta
         if timestamp != -1 and (now - timestamp > before or timestamp - now > after):
             out.append(
@@ -300,22 +301,3 @@ def _timestamp_errors(
             )
         pos = stop
     return out
-
-
-def _varint(buf: bytes | bytearray | memoryview, pos: int) -> tuple[int, int]:
-    """A zigzag varint at pos; IndexError past the end (or longer than ten bytes)."""
-    b = buf[pos]
-    if b < 0x80:
-        return (b >> 1) ^ -(b & 1), pos + 1
-    value = b & 0x7F
-    shift = 7
-    pos += 1
-    while True:
-        b = buf[pos]
-        pos += 1
-        value |= (b & 0x7F) << shift
-        if b < 0x80:
-            return (value >> 1) ^ -(value & 1), pos
-        shift += 7
-        if shift > 63:
-            raise IndexError
