@@ -351,11 +351,20 @@ def record_keys(data: bytes | bytearray | memoryview) -> list[KeyedRecord]:
     end = len(buf)
     try:
         # One-byte varints (nearly every length and delta) are decoded inline, through the
-        # table; longer ones by read_zigzag.
+        # table; longer ones by read_zigzag. A record's own length is inline up to two
+        # bytes: an offset commit's is 64-8191 bytes, two.
         small = _ZIGZAG_BYTE
         for _ in range(count):
             b = buf[pos]
-            size, pos = (small[b], pos + 1) if b < 0x80 else read_zigzag(buf, pos)
+            if b < 0x80:
+                size = small[b]
+                pos += 1
+            elif buf[pos + 1] < 0x80:
+                z = (b & 0x7F) | (buf[pos + 1] << 7)
+                size = (z >> 1) ^ -(z & 1)
+                pos += 2
+            else:
+                size, pos = read_zigzag(buf, pos)
             record_end = pos + size
             if buf[pos] & 0x80:
                 # Attributes are one byte, unused and 0 (kafka-python reads a varint here).

@@ -19,10 +19,12 @@ from __future__ import annotations
 
 import os
 import time
+from bisect import bisect_left
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from minicoord.storage.batch import (
+    HEADER,
     CorruptBatch,
     parse_batch,
     rebuild_batch,
@@ -102,6 +104,10 @@ def prepare(plog: PartitionLog, now_ms: int, delete_retention_ms: int) -> Prepar
                 if key is not None:
                     latest[key] = offset
 
+    # The offsets of the records that can survive, in order. A batch with none of them in its
+    # range (nearly every batch of a busy offsets log) is wholly superseded: dropped on its
+    # header alone, its records never walked.
+    survivors = sorted(latest.values())
     base, end = closed[0].base_offset, active.base_offset
     out = _Output(plog, base, end)
     before = after = 0
@@ -109,6 +115,11 @@ def prepare(plog: PartitionLog, now_ms: int, delete_retention_ms: int) -> Prepar
         for segment in closed:
             with segment.reading() as read:
                 for data in read_batches(read, segment.size):
+                    (first, _, _, _, _, _, last_delta, *_, count) = HEADER.unpack_from(data, 0)
+                    at = bisect_left(survivors, first)
+                    if at == len(survivors) or survivors[at] > first + last_delta:
+                        before += count
+                        continue
                     keys = record_keys(data)
                     kept = [
                         i
@@ -118,9 +129,7 @@ def prepare(plog: PartitionLog, now_ms: int, delete_retention_ms: int) -> Prepar
                         and not (tombstone and ts + delete_retention_ms <= now_ms)
                     ]
                     before += len(keys)
-                    if not kept:
-                        # Nearly every batch of a busy offsets log: all of it superseded, and
-                        # dropped without a record object made.
+                    if not kept:  # its survivors were tombstones past retention
                         continue
                     after += len(kept)
                     if len(kept) == len(keys):
