@@ -18,7 +18,6 @@ from minicoord.server import early_listen, request_log
 from minicoord.server.broker import Broker
 from minicoord.server.config import Config
 from minicoord.server.connection import KafkaConnection
-from minicoord.server.faults import Controller
 from minicoord.server.loading import load_logs, plan_loading
 from minicoord.server.security.acls import Acl
 from minicoord.server.security.specs import parse_acl
@@ -29,6 +28,7 @@ from minicoord.storage.log import FlushPolicy, LogManager
 if TYPE_CHECKING:
     from pathlib import Path
 
+    from minicoord.server.faults import Controller
     from minicoord.server.metrics import Metrics
 
 log = logging.getLogger("minicoord.server")
@@ -90,7 +90,7 @@ class Server:
             FlushPolicy(self.config.log_flush_policy),
         )
         self.broker = Broker(self.config, logs=self.logs)
-        self.control = Controller(self.broker)
+        self._control: Controller | None = None
         self.metrics: Metrics | None = None
         if metrics_port is not None:
             # Imported here: prometheus_client is a good share of the start-up time and memory
@@ -113,6 +113,16 @@ class Server:
         # Loading and cleaning read and write files in this thread, off the event loop.
         self._pool = concurrent.futures.ThreadPoolExecutor(1, "minicoord-storage")
         self.loaded = asyncio.Event()
+
+    @property
+    def control(self) -> Controller:
+        """The operator's handle (faults.py), made on first use: a server nobody controls
+        loads none of it."""
+        if self._control is None:
+            from minicoord.server.faults import Controller
+
+            self._control = Controller(self.broker)
+        return self._control
 
     @property
     def bootstrap(self) -> str:

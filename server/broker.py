@@ -28,7 +28,6 @@ from minicoord.server.coordinator.coordinator import GroupCoordinator
 from minicoord.server.coordinator.results import Effects, Result
 from minicoord.server.coordinator.timers import TimerQueue
 from minicoord.server.data.plane import DataPlane
-from minicoord.server.faults import Faults
 from minicoord.server.handlers import HandlerRegistry
 from minicoord.server.request_log import Refusals, RequestLog
 from minicoord.server.security.acls import Acl, AclStore
@@ -45,6 +44,7 @@ from minicoord.storage.partition_log import PartitionLog, WriteMark
 
 if TYPE_CHECKING:
     from minicoord.server.connection import KafkaConnection
+    from minicoord.server.faults import Faults
     from minicoord.server.metrics import Metrics
     from minicoord.server.security.sasl import UserStore
 
@@ -89,7 +89,8 @@ class Broker:
         self.authorizer: AclStore | None = self.acls if config.authorizer_enabled else None
         self.cluster_id = new_cluster_id()
         self.connections: set[KafkaConnection] = set()
-        self.faults = Faults()
+        # Made by the first Controller (faults.py), the only way to add a rule.
+        self.faults: Faults | None = None
         self.advertised = config.advertised_address()
         self.users: UserStore | None = None
         # Set by the server when metrics are on; the connection feeds it per request.

@@ -40,7 +40,6 @@ from minicoord.server.answers import (
     unsupported_version_answer,
 )
 from minicoord.server.broker import Broker
-from minicoord.server.fault_answers import delayed_answer, injected_answer
 from minicoord.server.handlers.base import (
     ANONYMOUS,
     NO_RESPONSE,
@@ -315,9 +314,13 @@ class KafkaConnection(asyncio.Protocol):
             delay = 0
             cut = None
             faults = broker.faults
-            # The lists read here rather than through Faults.__bool__: a Python-level call on
-            # every request for what is nearly always three empty lists.
-            if faults.fail_rules or faults.latency_rules or faults.cut_rules:
+            # None until a Controller exists. The lists are read here rather than through
+            # Faults.__bool__: a Python-level call on every request for nearly always nothing.
+            if faults is not None and (
+                faults.fail_rules or faults.latency_rules or faults.cut_rules
+            ):
+                from minicoord.server.fault_answers import injected_answer
+
                 cut = faults.cut(spec.key)
                 if cut is not None and not cut.after_handling:
                     self.abort(f"injected fault: cut before handling {spec.name}")
@@ -333,6 +336,8 @@ class KafkaConnection(asyncio.Protocol):
                     broker.request_log.answered(self.peer, header, spec, request, None, 0.0)
                 return
             if delay:
+                from minicoord.server.fault_answers import delayed_answer
+
                 out = delayed_answer(self, header, spec, out, delay)
             if isinstance(out, ParkedReply):
                 slot: Answer | ParkedReply = out

@@ -252,6 +252,10 @@ class Controller:
 
     def __init__(self, broker: Broker) -> None:
         self.broker = broker
+        if broker.faults is None:
+            # The rules come to be with their only source: a server nobody controls loads
+            # none of this module.
+            broker.faults = Faults()
         self.faults = broker.faults
         self._restores: dict[int, Any] = {}
 

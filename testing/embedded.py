@@ -18,7 +18,6 @@ from typing import Any, TypeVar
 
 from minicoord.server.app import Server
 from minicoord.server.config import Config, with_authorizer
-from minicoord.server.faults import Controller
 from minicoord.server.security.acls import Acl
 from minicoord.testing.security import (
     ClientSettings,
@@ -38,6 +37,8 @@ class _ControlProxy:
         self._embedded = embedded
 
     def __getattr__(self, name: str) -> Callable[..., Any]:
+        from minicoord.server.faults import Controller
+
         method = getattr(Controller, name)
         if name.startswith("_") or not callable(method):
             raise AttributeError(name)
