@@ -73,6 +73,7 @@ class GroupCoordinator(GroupAdmin):
         )
         # Bound once here, so a commit costs the same call as a method of this class.
         self.commit_offsets = requests.commit_offsets
+        self.commit_one = requests.commit_one
         self.fetch_offsets = requests.fetch_offsets
         self.delete_offsets = requests.delete_offsets
         self.delete_topic_offsets = requests.delete_topic_offsets

@@ -102,16 +102,9 @@ class OffsetRequests:
         version: int = 8,
     ) -> Result[list[ErrorCode]]:
         fx = Effects()
-        # One lookup for both kinds: classic and consumer groups share the one dict.
-        group = self.groups.groups.get(group_id)
-        error = self.unavailable(group_id)
-        if error is None:
-            if type(group) is ConsumerGroup:
-                error = _validate_consumer_commit(group, generation_id, member_id, version)
-            else:
-                error = self._validate_commit(
-                    now, group, group_id, generation_id, member_id, group_instance_id, version
-                )
+        error = self._commit_refused(
+            now, group_id, generation_id, member_id, group_instance_id, version
+        )
         if error is not None:
             return fx.result([error] * len(entries))
         partition = self.partition_for(group_id)
@@ -139,6 +132,50 @@ class OffsetRequests:
             )
             errors.append(ErrorCode.NONE)
         return fx.result(errors)
+
+    def commit_one(
+        self,
+        now: int,
+        group_id: str,
+        generation_id: int,
+        member_id: str,
+        topic: str,
+        index: int,
+        offset: int,
+        leader_epoch: int,
+        version: int,
+    ) -> Result[ErrorCode]:
+        """`commit_offsets` of one partition with no metadata and no group.instance.id, the
+        shape of nearly every commit, without its entry objects and lists."""
+        fx = Effects()
+        error = self._commit_refused(now, group_id, generation_id, member_id, None, version)
+        if error is not None:
+            return fx.result(error)
+        self.offsets.commit(
+            fx, self.partition_for(group_id), group_id, topic, index, offset, leader_epoch, "", now
+        )
+        return fx.result(ErrorCode.NONE)
+
+    def _commit_refused(
+        self,
+        now: int,
+        group_id: str,
+        generation_id: int,
+        member_id: str,
+        group_instance_id: str | None,
+        version: int,
+    ) -> ErrorCode | None:
+        """Why this member may not commit the group's offsets now, or None."""
+        # One lookup for both kinds: classic and consumer groups share the one dict.
+        group = self.groups.groups.get(group_id)
+        error = self.unavailable(group_id)
+        if error is not None:
+            return error
+        if type(group) is ConsumerGroup:
+            return _validate_consumer_commit(group, generation_id, member_id, version)
+        return self._validate_commit(
+            now, group, group_id, generation_id, member_id, group_instance_id, version
+        )
 
     def _validate_commit(
         self,

@@ -41,20 +41,18 @@ def _one_partition(ctx: RequestContext, request: OneCommit) -> Any:
     index = request.partition_index
     if known is None or not 0 <= index < known.partitions:
         return _any(ctx, request)
-    entry = OffsetCommitEntry(
-        known.name, index, request.committed_offset, request.committed_leader_epoch, ""
-    )
-    result = broker.coordinator.commit_offsets(
+    result = broker.coordinator.commit_one(
         broker.now(),
         request.group_id,
         request.generation_id_or_member_epoch,
         request.member_id,
-        None,
-        [entry],
+        known.name,
+        index,
+        request.committed_offset,
+        request.committed_leader_epoch,
         version,
     )
-    (error,) = result.value
-    body = fast_offset_commit.encode_one(version, request.name, None, index, error)
+    body = fast_offset_commit.encode_one(version, request.name, None, index, result.value)
     return _answer(ctx, EncodedResponse(body, 0), result)
 
 

@@ -222,3 +222,50 @@ def test_offset_delete_when_the_group_has_not_chosen_a_protocol_yet(h: Harness) 
         ErrorCode.NONE,
         [ErrorCode.NONE],
     )
+
+
+@pytest.mark.parametrize(
+    ("setup", "generation", "member"),
+    [
+        ("none", -1, ""),  # a simple consumer: the commit makes an Empty group
+        ("none", 3, "m"),  # a generation of a group this coordinator does not know
+        ("formed", 1, "a"),
+        ("formed", 2, "a"),  # a stale generation
+        ("formed", 1, "ghost"),
+        ("formed", -1, ""),  # an outsider to a group that manages its offsets
+        ("completing", 1, "b"),
+        ("empty", -1, "someone"),
+    ],
+)
+@pytest.mark.parametrize("version", [7, 9])
+def test_commit_one_decides_as_commit_offsets_does(
+    setup: str, generation: int, member: str, version: int
+) -> None:
+    # The handler's one-partition path calls commit_one; every other shape commit_offsets.
+    outcomes = []
+    for single in (True, False):
+        h = Harness()
+        names: dict[str, str] = {}
+        if setup == "formed":
+            names["a"], names["b"] = h.form_group(0, 2)
+        elif setup == "completing":
+            (names["a"], _), (names["b"], _) = h.join_together(
+                0, {"client_id": "a"}, {"client_id": "b"}
+            )
+        elif setup == "empty":
+            h.commit(0, [E("t1", 0, 1)], generation_id=-1)
+        member_id = names.get(member, member)
+        before = len(h.records)
+        if single:
+            result = h.coordinator.commit_one(
+                50, GROUP, generation, member_id, "t1", 2, 77, 5, version
+            )
+            errors = [h.absorb(result).value]
+        else:
+            result = h.coordinator.commit_offsets(
+                50, GROUP, generation, member_id, None, [E("t1", 2, 77, 5, "")], version
+            )
+            errors = h.absorb(result).value
+        written = [decoded(record) for _, record in h.records[before:]]
+        outcomes.append((errors, written, h.coordinator.fetch_offsets(GROUP, None)))
+    assert outcomes[0] == outcomes[1]
