@@ -121,7 +121,9 @@ def frames_for(api: str, target: Target, members: int) -> list[bytes]:
                 subscribed_topic_names=None, subscribed_topic_regex=None,
                 server_assignor=None, topic_partitions=None,
             )  # fmt: skip
-            out.append(frame(request, 1, "lean"))
+            # The member's own client id: a heartbeat naming another is no longer steady (the
+            # server records the change) and would take the general path once per member.
+            out.append(frame(request, 1, m.conn.client_id))
         elif api == "heartbeat":
             request = HeartbeatRequest(
                 group_id=group, generation_id=m.generation, member_id=m.member_id,
