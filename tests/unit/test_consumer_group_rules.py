@@ -262,3 +262,26 @@ def test_the_steady_shortcut_answers_as_the_general_path_and_only_when_it_may() 
     ) is None  # fmt: skip
     h.hb("c", 0)  # a newcomer: the group reconciles, so nothing is steady for now
     assert shortcut("a", epoch) is None
+
+
+def test_a_group_times_its_sessions_with_one_timer_and_each_member_expires_on_time() -> None:
+    # Sessions of 10 s; members last heard from at different times each go exactly when
+    # their own 10 s have passed, though the group holds one session timer, not one each.
+    h = Harness(foo=4)
+    h.join_all(["a", "b", "c"])
+    timers = h.coordinator.timers
+    sessions = [k for k in timers._live if isinstance(k, tuple) and "session" in k[0]]
+    assert sessions == [("cg-sessions", GROUP)]
+    h.tick(3_000)
+    h.hb("b", h.group().members["b"].epoch)
+    h.tick(3_000)
+    h.hb("c", h.group().members["c"].epoch)
+    last = {m.member_id: m.last_seen for m in h.group().members.values()}
+    # Just before a's 10 s, everyone is still there; a goes at its deadline, b and c at theirs.
+    for member, gone_before in (("a", set()), ("b", {"a"}), ("c", {"a", "b"})):
+        h.tick(last[member] + 10_000 - 1 - h.now)
+        assert set(h.group().members) >= {"a", "b", "c"} - gone_before
+        assert member in h.group().members
+        h.tick(1)
+        assert member not in h.group().members
+    assert len([k for k in timers._live if isinstance(k, tuple) and "session" in k[0]]) <= 1

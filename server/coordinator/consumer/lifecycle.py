@@ -148,20 +148,26 @@ class MemberLifecycle:
         return self.config.group_consumer_session_timeout_ms
 
     def _schedule_session(self, group: ConsumerGroup, member: ConsumerMember, now: int) -> None:
+        """Move the member's session on, and have the group's sessions looked at by its end.
+
+        One timer per group (as for classic groups), at the earliest deadline of its members:
+        a heartbeat moves `last_seen` on and, nearly always, finds the timer armed earlier
+        already, so it costs no timer operation; a member costs no timer entry of its own.
+        """
         member.last_seen = now
-        key = ("cg-session", group.group_id, member.member_id)
         deadline = now + self.session_timeout_ms(member)
+        key = ("cg-sessions", group.group_id)
         armed = self.timers.deadline_of(key)
-        # A heartbeat only moves the member's deadline on; the timer re-arms itself for the
-        # rest when it fires, so a heartbeat costs no timer operation at all.
         if armed is None or armed > deadline:
-            self.timers.schedule(key, deadline, self._on_session_timeout, (group, member.member_id))
+            self.timers.schedule(key, deadline, self._on_sessions_due, (group.group_id,))
 
     def schedule_session(self, group: ConsumerGroup, member: ConsumerMember, now: int) -> None:
         self._schedule_session(group, member, now)
 
     def cancel_member_timers(self, group: ConsumerGroup, member_id: str) -> None:
-        for kind in ("cg-session", "cg-rebalance", "cg-join", "cg-sync"):
+        # The group's session timer stays: when it fires, a member no longer there is not
+        # looked at.
+        for kind in ("cg-rebalance", "cg-join", "cg-sync"):
             self.timers.cancel((kind, group.group_id, member_id))
 
     def _live(self, group: ConsumerGroup, member_id: str) -> ConsumerMember | None:
@@ -169,26 +175,40 @@ class MemberLifecycle:
             return None
         return group.members.get(member_id)
 
-    def _on_session_timeout(self, now: int, group: ConsumerGroup, member_id: str) -> Effects:
+    def _on_sessions_due(self, now: int, group_id: str) -> Effects:
+        """Fence the members of the group now under this id whose sessions have run out, then
+        look again at the earliest deadline left. By id, not by group object: a group deleted
+        and made again (or converted and back) under the same id has its sessions looked at
+        by whichever timer comes first."""
         fx = Effects()
-        member = self._live(group, member_id)
-        if member is not None:
-            deadline = member.last_seen + self.session_timeout_ms(member)
-            if deadline > now:
-                self.timers.schedule(
-                    ("cg-session", group.group_id, member_id),
-                    deadline,
-                    self._on_session_timeout,
-                    (group, member_id),
-                )
-                return fx
+        group = self.groups.get(group_id)
+        if not isinstance(group, ConsumerGroup):
+            return fx  # gone, or classic again (classic groups time their own sessions)
+        expired = [
+            m.member_id
+            for m in group.members.values()
+            if m.last_seen + self.session_timeout_ms(m) <= now
+        ]
+        for member_id in expired:
+            if self.groups.get(group_id) is not group:
+                break  # fencing an earlier one turned the group classic (downgrade)
+            member = group.members.get(member_id)
+            if member is None:
+                continue
             log.info(
                 "group %s: member %s session timed out after %d ms; fencing it",
                 group.group_id,
-                member_id,
+                member.member_id,
                 self.session_timeout_ms(member),
             )
-            self.fence(fx, now, group, [member_id], f"member {member_id} session timed out")
+            self.fence(
+                fx, now, group, [member.member_id], f"member {member.member_id} session timed out"
+            )
+        if self.groups.get(group_id) is group and group.members:
+            earliest = min(m.last_seen + self.session_timeout_ms(m) for m in group.members.values())
+            self.timers.schedule(
+                ("cg-sessions", group_id), earliest, self._on_sessions_due, (group_id,)
+            )
         return fx
 
     def _on_assignment_due(self, now: int, group: ConsumerGroup) -> Effects:
@@ -245,13 +265,14 @@ class MemberLifecycle:
         """A group rebuilt from records: its members' sessions (and revocation deadlines)
         start now."""
         self.groups[group.group_id] = group
-        for member in group.members.values():
+        if group.members:
             self.timers.schedule(
-                ("cg-session", group.group_id, member.member_id),
+                ("cg-sessions", group.group_id),
                 now + self.config.group_consumer_session_timeout_ms,
-                self._on_session_timeout,
-                (group, member.member_id),
+                self._on_sessions_due,
+                (group.group_id,),
             )
+        for member in group.members.values():
             if member.state is MemberState.UNREVOKED_PARTITIONS and not member.uses_classic:
                 self.timers.schedule(
                     ("cg-rebalance", group.group_id, member.member_id),
