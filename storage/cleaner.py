@@ -85,24 +85,18 @@ def prepare(plog: PartitionLog, now_ms: int, delete_retention_ms: int) -> Prepar
     if not closed or any(s.unwritten for s in closed):
         # Nothing to clean, or (flush policy none) bytes not yet in the files: next round.
         return None
-    # The newest offset of every key in the whole log, the active segment included. Every
-    # batch is verified here, once; the second pass reads the same immutable bytes.
+    # The newest offset of every key in the whole log, the active segment included (of it,
+    # what reached the file is enough: a newer record missed only means an older one is kept
+    # a while longer). Every batch is verified here, once; the second pass reads the same
+    # immutable bytes.
     latest: dict[bytes, int] = {}
-    for segment in closed:
+    for segment, size in [*((s, s.size) for s in closed), (active, active_size)]:
         with segment.reading() as read:
-            for data in read_batches(read, segment.size):
+            for data in read_batches(read, size):
                 verify_batch(data)
                 for key, offset, _ts, _tombstone in record_keys(data):
                     if key is not None:
                         latest[key] = offset
-    # Of the active segment, what reached the file is enough: a newer record missed here only
-    # means an older one is kept a while longer.
-    with active.reading() as read:
-        for data in read_batches(read, active_size):
-            verify_batch(data)
-            for key, offset, _ts, _tombstone in record_keys(data):
-                if key is not None:
-                    latest[key] = offset
 
     # The offsets of the records that can survive, in order. A batch with none of them in its
     # range (nearly every batch of a busy offsets log) is wholly superseded: dropped on its

@@ -57,6 +57,20 @@ class TimerQueue:
             self._heap = list(self._live.values())
             heapq.heapify(self._heap)
 
+    def schedule_by(
+        self,
+        key: Hashable,
+        deadline: int,
+        callback: TimerCallback,
+        args: tuple[Any, ...] | None = None,
+    ) -> None:
+        """`schedule`, unless the key is already due by `deadline`: one timer watching many
+        deadlines (a group's member sessions) need only fire at the earliest, and a deadline
+        that moves later costs no heap operation."""
+        entry = self._live.get(key)
+        if entry is None or entry[0] > deadline:
+            self.schedule(key, deadline, callback, args)
+
     def cancel(self, key: Hashable) -> None:
         entry = self._live.pop(key, None)
         if entry is not None:

@@ -156,3 +156,15 @@ def test_next_deadline_discards_stale_heads() -> None:
     q.cancel("a")
     assert q.next_deadline() == 2
     assert len(q._heap) == 1  # the cancelled head was dropped
+
+
+def test_schedule_by_only_brings_a_deadline_forward() -> None:
+    q = TimerQueue()
+    q.schedule_by("g", 50, tagged([], "first"))
+    q.schedule_by("g", 80, tagged([], "later"))  # already due by 80: unchanged
+    assert q.deadline_of("g") == 50
+    q.schedule_by("g", 20, tagged([], "sooner"))
+    assert q.deadline_of("g") == 20 and len(q) == 1
+    assert fire(q, 50) == ["sooner"]
+    q.schedule_by("g", 90, tagged([], "again"))  # nothing armed after firing: armed anew
+    assert fire(q, 90) == ["again"]

@@ -256,9 +256,7 @@ class GroupManager(JoinPhase):
         when the timer fires every member's session is checked against it. A member is
         removed exactly when its own timer would have removed it, and a thousand members
         cost one timer, not a thousand heap entries."""
-        armed = self.timers.deadline_of(group)
-        if armed is None or deadline < armed:
-            self.timers.schedule(group, deadline, self._session_check, (group,))
+        self.timers.schedule_by(group, deadline, self._session_check, (group,))
 
     def _on_session_check(self, now: int, group: Group) -> Effects:
         fx = Effects()

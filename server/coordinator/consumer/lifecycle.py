@@ -155,11 +155,12 @@ class MemberLifecycle:
         already, so it costs no timer operation; a member costs no timer entry of its own.
         """
         member.last_seen = now
-        deadline = now + self.session_timeout_ms(member)
-        key = ("cg-sessions", group.group_id)
-        armed = self.timers.deadline_of(key)
-        if armed is None or armed > deadline:
-            self.timers.schedule(key, deadline, self._on_sessions_due, (group.group_id,))
+        self.timers.schedule_by(
+            ("cg-sessions", group.group_id),
+            now + self.session_timeout_ms(member),
+            self._on_sessions_due,
+            (group.group_id,),
+        )
 
     def schedule_session(self, group: ConsumerGroup, member: ConsumerMember, now: int) -> None:
         self._schedule_session(group, member, now)
