@@ -109,6 +109,8 @@ class Broker:
         self._pending_replies: list[tuple[Any, Any]] = []
         self._flush_scheduled = False
         self._syncing = False
+        # Connections that read in this turn: their answers are written when it ends.
+        self._corked: list[KafkaConnection] = []
         # fsync runs here, off the event loop; one thread keeps syncs in order.
         self._sync_pool = concurrent.futures.ThreadPoolExecutor(1, "minicoord-fsync")
 
@@ -237,6 +239,31 @@ class Broker:
             return False
         self._arm_timer()
         return True
+
+    # -- answers ---------------------------------------------------------------------------
+
+    def cork(self, conn: KafkaConnection) -> bool:
+        """Hold `conn`'s answers until the end of this turn of the loop; False without a loop.
+
+        Every connection read in a turn is answered in one burst after the last read, rather
+        than each as it is handled: the clients woken by their answers then no longer
+        preempt the server halfway through the reads already waiting. On two cores, 100
+        members back to back: 1.18x the heartbeats and 1.24x the ConsumerGroupHeartbeats per
+        second of the same server answering each read at once (`bench lean`, rounds
+        alternating between the two).
+        """
+        loop = self._loop
+        if loop is None:
+            return False
+        if not self._corked:
+            loop.call_soon(self._uncork)
+        self._corked.append(conn)
+        return True
+
+    def _uncork(self) -> None:
+        corked, self._corked = self._corked, []
+        for conn in corked:
+            conn.uncork()
 
     def _schedule_flush(self) -> None:
         if self._flush_scheduled or self._syncing:

@@ -52,7 +52,7 @@ T = TypeVar("T")
 
 # SaslHandshake, SaslAuthenticate, AlterUserScramCredentials.
 _SECRET_APIS = frozenset((17, 36, 51))
-# Answers to one read are written together up to this size.
+# Answers held for the end of a turn are written early once they reach this size.
 CORK_LIMIT = 64 * 1024
 # Values thousands of connections hold alike (their client's host, our own address): one copy
 # each, not one per connection. Bounded by clearing, which only forgets the sharing.
@@ -104,7 +104,9 @@ class KafkaConnection(asyncio.Protocol):
         # A list, not a deque: it rarely holds more than a few, and an empty deque alone is
         # 600 bytes, held by every connection waiting in a JoinGroup.
         self._queue: list[Answer | ParkedReply] | None = None
-        # While a read is being handled, its answers collect here and go out in one write.
+        # From a read to the end of its turn of the loop, answers collect here and go out in
+        # one write (Broker.cork): a client that pipelines, or many members sharing a
+        # connection, costs one send, not one per answer.
         self._corked: list[bytes] | None = None
         self._corked_bytes = 0
         self.closed = False
@@ -163,6 +165,13 @@ class KafkaConnection(asyncio.Protocol):
 
     def data_received(self, data: bytes) -> None:
         self.quiet_sweeps = 0
+        by_hand = False
+        if self._corked is None:
+            self._corked = []
+            self._corked_bytes = 0
+            # Without a loop (a connection driven by hand) no turn ends: this read's answers
+            # go out once it is handled.
+            by_hand = not self.broker.cork(self)
         reader = self._reader
         if (
             self._queue is None
@@ -170,26 +179,24 @@ class KafkaConnection(asyncio.Protocol):
             and not self._draining
             and not self.closed
             and (reader is None or not reader.buffered)
+            and (frame := whole_frame(data, self._max_frame)) is not None
         ):
-            frame = whole_frame(data, self._max_frame)
-            if frame is not None:
-                # Nearly every read: one request, nothing held back. Its answer (if ready)
-                # is written at once; there is nothing to cork it with.
-                self._dispatch(frame)
-                return
-        if reader is None:
-            reader = self._reader = FrameReader(self._max_frame)
-        reader.append(data)
-        # One write for everything this read is answered with at once: a client that
-        # pipelines (or many members sharing a connection) costs one send, not one per answer.
-        self._corked = corked = []
-        self._corked_bytes = 0
-        try:
+            # Nearly every read: one request, nothing held back.
+            self._dispatch(frame)
+        else:
+            if reader is None:
+                reader = self._reader = FrameReader(self._max_frame)
+            reader.append(data)
             self._drain_frames()
-        finally:
-            self._corked = None
-            if corked and not self.closed and self.transport is not None:
-                self._write(corked)
+        if by_hand:
+            self.uncork()
+
+    def uncork(self) -> None:
+        """Write the answers held since this turn's read (Broker.cork)."""
+        corked = self._corked
+        self._corked = None
+        if corked and not self.closed and self.transport is not None:
+            self._write(corked)
 
     def pause_writing(self) -> None:
         self._write_paused = True

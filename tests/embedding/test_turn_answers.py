@@ -1,0 +1,100 @@
+"""Answers go out when the event loop's turn ends, one write per connection.
+
+Checked on the server's own loop with connections whose transports only collect what is
+written, so the moment and the number of writes are seen exactly.
+"""
+
+from __future__ import annotations
+
+import struct
+from typing import Any
+
+from minicoord.server.connection import KafkaConnection
+from minicoord.testing.embedded import EmbeddedServer
+
+
+class CollectingTransport:
+    def __init__(self, protocol: KafkaConnection) -> None:
+        self.protocol = protocol
+        self.writes: list[bytes] = []
+
+    def write(self, data: bytes) -> None:
+        self.writes.append(bytes(data))
+
+    def writelines(self, data: list[bytes]) -> None:
+        self.writes.append(b"".join(data))
+
+    def get_extra_info(self, name: str, default: Any = None) -> Any:
+        return {"peername": ("127.0.0.1", 40001), "sockname": ("127.0.0.1", 9092)}.get(
+            name, default
+        )
+
+    def is_closing(self) -> bool:
+        return False
+
+    def close(self) -> None:
+        # What a closed socket's transport does; the server's stop waits for it.
+        self.protocol.connection_lost(None)
+
+    def abort(self) -> None:
+        self.close()
+
+    def pause_reading(self) -> None:
+        pass
+
+    def resume_reading(self) -> None:
+        pass
+
+
+def api_versions(correlation_id: int) -> bytes:
+    """An ApiVersions v0 request frame (header v1, empty body)."""
+    client = b"turns"
+    body = struct.pack(">hhih", 18, 0, correlation_id, len(client)) + client
+    return struct.pack(">i", len(body)) + body
+
+
+def correlation_ids(written: bytes) -> list[int]:
+    """The correlation ids of the framed answers in one write, in order."""
+    ids, pos = [], 0
+    while pos < len(written):
+        size, correlation = struct.unpack_from(">ii", written, pos)
+        ids.append(correlation)
+        pos += 4 + size
+    assert pos == len(written)
+    return ids
+
+
+def test_answers_are_written_once_the_turn_has_read_every_request() -> None:
+    with EmbeddedServer() as server:
+        transports: list[CollectingTransport] = []
+
+        def read_all() -> list[int]:
+            """Five connections read in one turn, the last with three pipelined requests."""
+            for n in range(5):
+                conn = KafkaConnection(server.server.broker)
+                transport = CollectingTransport(conn)
+                conn.connection_made(transport)  # type: ignore[arg-type]
+                transports.append(transport)
+                frames = [api_versions(10 * n + i) for i in range(3 if n == 4 else 1)]
+                conn.data_received(b"".join(frames))
+            return [len(t.writes) for t in transports]
+
+        # Nothing is written while the turn is still reading.
+        assert server.call(read_all) == [0] * 5
+        writes = server.call(lambda: [list(t.writes) for t in transports])
+        # Then one write per connection, its answers in request order.
+        assert [len(w) for w in writes] == [1] * 5
+        assert [correlation_ids(w[0]) for w in writes] == [[0], [10], [20], [30], [40, 41, 42]]
+
+
+def test_a_connection_driven_without_a_loop_is_answered_as_it_reads() -> None:
+    from minicoord.server.broker import Broker
+    from minicoord.server.config import Config
+
+    conn = KafkaConnection(Broker(Config()))
+    transport = CollectingTransport(conn)
+    conn.connection_made(transport)  # type: ignore[arg-type]
+    conn.data_received(api_versions(7) + api_versions(8))
+    assert [correlation_ids(w) for w in transport.writes] == [[7, 8]]
+    conn.data_received(api_versions(9))
+    assert [correlation_ids(w) for w in transport.writes] == [[7, 8], [9]]
