@@ -22,7 +22,6 @@ from minicoord.server.loading import load_logs, plan_loading
 from minicoord.server.security.acls import Acl
 from minicoord.server.security.specs import parse_acl
 from minicoord.server.topics import OFFSETS_TOPIC, Topic
-from minicoord.storage.cleaner import CleanResult, dirty_ratio, prepare
 from minicoord.storage.log import FlushPolicy, LogManager
 
 if TYPE_CHECKING:
@@ -30,6 +29,7 @@ if TYPE_CHECKING:
 
     from minicoord.server.faults import Controller
     from minicoord.server.metrics import Metrics
+    from minicoord.storage.cleaner import CleanResult
 
 log = logging.getLogger("minicoord.server")
 
@@ -289,8 +289,12 @@ class Server:
                 if not cfg.compact:
                     continue
                 ratio, retention = cfg.min_cleanable_ratio, cfg.delete_retention_ms
-            if dirty_ratio(plog) < ratio:
+            if plog.dirty_ratio() < ratio:
                 continue
+            # Loaded by the first log that needs cleaning: a server whose logs never roll a
+            # segment (most test servers) never does.
+            from minicoord.storage.cleaner import prepare
+
             prepared = None
             try:
                 prepared = await loop.run_in_executor(

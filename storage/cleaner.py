@@ -65,16 +65,6 @@ class PreparedClean:
     result: CleanResult
 
 
-def dirty_ratio(plog: PartitionLog) -> float:
-    """Share of the closed segments' bytes not yet cleaned."""
-    with plog.lock:
-        closed = plog.segments[:-1]
-    closed_bytes = sum(s.size for s in closed)
-    if not closed_bytes:
-        return 0.0
-    return max(0, closed_bytes - plog.cleaned_bytes) / closed_bytes
-
-
 def prepare(plog: PartitionLog, now_ms: int, delete_retention_ms: int) -> PreparedClean | None:
     """Clean the closed segments into a new one (blocking: runs in a worker thread)."""
     started = time.perf_counter()

@@ -486,6 +486,15 @@ class PartitionLog:
             self._bases[: len(closed)] = [cleaned.base_offset]
             self.cleaned_bytes = cleaned.size
 
+    def dirty_ratio(self) -> float:
+        """Share of the closed segments' bytes not yet cleaned."""
+        with self.lock:
+            closed = self.segments[:-1]
+        closed_bytes = sum(s.size for s in closed)
+        if not closed_bytes:
+            return 0.0
+        return max(0, closed_bytes - self.cleaned_bytes) / closed_bytes
+
     @property
     def size_bytes(self) -> int:
         return sum(s.size for s in self.segments)

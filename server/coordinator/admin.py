@@ -8,10 +8,6 @@ from typing import TYPE_CHECKING
 
 from minicoord.protocol.errors import ErrorCode
 from minicoord.server.coordinator.classic.manager import GroupManager
-from minicoord.server.coordinator.consumer.describe import (
-    ConsumerGroupDescription,
-    describe_consumer_group,
-)
 from minicoord.server.coordinator.consumer.group import ConsumerGroup
 from minicoord.server.coordinator.consumer.manager import ConsumerGroupManager
 from minicoord.server.coordinator.offsets import OffsetsManager
@@ -26,12 +22,20 @@ class GroupAdmin:
     partition_status: dict[int, PartitionStatus]
 
     if TYPE_CHECKING:
+        from minicoord.server.coordinator.consumer.describe import ConsumerGroupDescription
+
         # Provided by GroupCoordinator.
         def partition_for(self, group_id: str) -> int: ...
 
         def unavailable(self, group_id: str) -> ErrorCode | None: ...
 
     def consumer_group_describe(self, group_ids: list[str]) -> list[ConsumerGroupDescription]:
+        # Loaded by the first ConsumerGroupDescribe, not at start: most servers never get one.
+        from minicoord.server.coordinator.consumer.describe import (
+            ConsumerGroupDescription,
+            describe_consumer_group,
+        )
+
         out = []
         for gid in group_ids:
             error = self.unavailable(gid)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 from minicoord.protocol.errors import ErrorCode
 from minicoord.server.config import Config
@@ -17,7 +18,6 @@ from minicoord.server.coordinator.admin import GroupAdmin
 from minicoord.server.coordinator.classic.manager import GroupManager, Protocols, random_member_id
 from minicoord.server.coordinator.consumer.group import ConsumerGroup
 from minicoord.server.coordinator.consumer.manager import ConsumerGroupManager
-from minicoord.server.coordinator.consumer.mixed import MixedGroups
 from minicoord.server.coordinator.consumer.requests import (
     HeartbeatError,
     HeartbeatOutcome,
@@ -45,6 +45,9 @@ from minicoord.server.coordinator.results import (
 from minicoord.server.coordinator.timers import TimerQueue
 from minicoord.server.topics import TopicRegistry
 
+if TYPE_CHECKING:
+    from minicoord.server.coordinator.consumer.mixed import MixedGroups
+
 log = logging.getLogger("minicoord.coordinator")
 
 
@@ -66,7 +69,7 @@ class GroupCoordinator(GroupAdmin):
             config, self.timers, self.groups.groups, self.partition_for, self.topics
         )
         self.consumers.rebalance_listeners = self.groups.rebalance_listeners
-        self.mixed = MixedGroups(self.groups, self.consumers)
+        self._mixed: MixedGroups | None = None
         self.offsets = OffsetsManager()
         requests = OffsetRequests(
             config, self.groups, self.consumers, self.offsets, self.unavailable, self.partition_for
@@ -85,6 +88,16 @@ class GroupCoordinator(GroupAdmin):
         # empty-dict test per request.
         self.partition_status: dict[int, PartitionStatus] = {}
         self._partitions: dict[str, int] = {}
+
+    @property
+    def mixed(self) -> MixedGroups:
+        """Classic members in consumer groups (KIP-848's upgrade path), made on first use: a
+        server whose groups keep to one protocol never loads it."""
+        if self._mixed is None:
+            from minicoord.server.coordinator.consumer.mixed import MixedGroups
+
+            self._mixed = MixedGroups(self.groups, self.consumers)
+        return self._mixed
 
     def partition_for(self, group_id: str) -> int:
         # The Java hash walks the id in Python on every commit; remember it per group.

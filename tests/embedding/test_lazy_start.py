@@ -39,6 +39,8 @@ NOT_AT_START = [
     "minicoord.server.metrics", "minicoord.server.admin_http",
     "minicoord.server.handlers.api_versions", "minicoord.server.handlers.join_group",
     "minicoord.server.faults", "minicoord.server.fault_answers", "ipaddress",
+    "minicoord.storage.cleaner", "minicoord.server.coordinator.consumer.describe",
+    "minicoord.server.coordinator.consumer.mixed",
 ]
 with EmbeddedServer() as server:
     report = {"at_start": [m for m in NOT_AT_START if m in sys.modules]}

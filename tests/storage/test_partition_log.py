@@ -16,7 +16,7 @@ from minicoord.protocol.records import (
     offset_commit_value,
 )
 from minicoord.storage.batch import CorruptBatch, StoredRecord, check_batch, encode_batch
-from minicoord.storage.cleaner import clean, dirty_ratio
+from minicoord.storage.cleaner import clean
 from minicoord.storage.partition_log import (
     CLEANED,
     SWAP,
@@ -174,7 +174,7 @@ def test_compaction_keeps_the_latest_value_per_key(tmp_path: Path) -> None:
     for i in range(1000):
         append(plog, [commit("g", i % keys, i)], timestamp=i)
     before = offsets_by_key(plog)
-    assert dirty_ratio(plog) == 1.0
+    assert plog.dirty_ratio() == 1.0
     result = clean(plog, now_ms=10_000, delete_retention_ms=1_000_000)
     assert result is not None and result.records_before > 900
     assert offsets_by_key(plog) == before
@@ -182,7 +182,7 @@ def test_compaction_keeps_the_latest_value_per_key(tmp_path: Path) -> None:
     closed_records = result.records_after
     assert closed_records <= keys
     assert len(list(plog.records())) <= keys + 2048 // 50
-    assert dirty_ratio(plog) == 0.0
+    assert plog.dirty_ratio() == 0.0
     plog.close()
     assert offsets_by_key(open_log(tmp_path, segment_bytes=2048)) == before
 
