@@ -373,6 +373,8 @@ class Server:
                 server.close()
             if not await self.broker.drain(grace_s):
                 log.warning("shutting down with writes still in progress after %.0f s", grace_s)
+            # Answers of the turn this stop began in may still be corked.
+            self.broker.uncork()
             for conn in list(self.broker.connections):
                 if conn.transport is not None:
                     conn.transport.close()  # sends what is buffered, then closes

@@ -256,11 +256,13 @@ class Broker:
         if loop is None:
             return False
         if not self._corked:
-            loop.call_soon(self._uncork)
+            loop.call_soon(self.uncork)
         self._corked.append(conn)
         return True
 
-    def _uncork(self) -> None:
+    def uncork(self) -> None:
+        """Write every corked connection's answers: at the end of the turn, or at once for a
+        shutdown about to close the connections."""
         corked, self._corked = self._corked, []
         for conn in corked:
             conn.uncork()

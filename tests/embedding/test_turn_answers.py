@@ -98,3 +98,24 @@ def test_a_connection_driven_without_a_loop_is_answered_as_it_reads() -> None:
     assert [correlation_ids(w) for w in transport.writes] == [[7, 8]]
     conn.data_received(api_versions(9))
     assert [correlation_ids(w) for w in transport.writes] == [[7, 8], [9]]
+
+
+def test_a_stop_beginning_in_the_same_turn_still_sends_the_turns_answers() -> None:
+    import asyncio
+
+    from minicoord.server.app import Server
+
+    async def scenario() -> list[bytes]:
+        server = Server(port=0)
+        await server.start()
+        conn = KafkaConnection(server.broker)
+        transport = CollectingTransport(conn)
+        conn.connection_made(transport)  # type: ignore[arg-type]
+        # The stop's first step is queued ahead of the end of the turn the read corks.
+        stopping = asyncio.ensure_future(server.stop(grace_s=1.0))
+        conn.data_received(api_versions(5))
+        await stopping
+        return transport.writes
+
+    writes = asyncio.run(scenario())
+    assert [correlation_ids(w) for w in writes] == [[5]]
