@@ -105,7 +105,9 @@ class Broker:
         self._timer: asyncio.TimerHandle | None = None
         self._timer_at: int | None = None
         # Group commit: what the current turn of the loop produced, waiting for one write.
-        self._pending_records: list[tuple[int, Record]] = []
+        # A coordinator call may append its records here itself (commit_one), its caller
+        # then releasing the answer with `answer_after_write`.
+        self.pending_records: list[tuple[int, Record]] = []
         self._pending_replies: list[tuple[Any, Any]] = []
         self._flush_scheduled = False
         self._syncing = False
@@ -223,13 +225,24 @@ class Broker:
             or self._syncing
             or self.logs.has_touched
         ):
-            self._pending_records.extend(result.records)
+            self.pending_records.extend(result.records)
             self._pending_replies.extend(result.replies)
             self._schedule_flush()
         else:
             _release(result.replies)
         self._arm_timer()
         return result.value
+
+    def answer_after_write(self, reply: Any, outcome: Any) -> None:
+        """Release `reply` with `outcome` once every record pending now (the caller's own,
+        appended to `pending_records`, and all before them) is as durable as the flush
+        policy says: `apply` for a call that wrote its records in place."""
+        self._pending_replies.append((reply, outcome))
+        if not self._flush_scheduled:
+            self._schedule_flush()
+        # _arm_timer's own first test, read here: nearly always nothing to re-arm.
+        if self._timer_at is None or self.timers.changed:
+            self._arm_timer()
 
     def settled(self, result: Result[Any]) -> bool:
         """Whether a result can be answered at once, without a parked reply: it persists and
@@ -280,7 +293,7 @@ class Broker:
 
     def _flush(self) -> None:
         self._flush_scheduled = False
-        records, self._pending_records = self._pending_records, []
+        records, self.pending_records = self.pending_records, []
         replies, self._pending_replies = self._pending_replies, []
         marks: list[tuple[PartitionLog, WriteMark]] = []
         try:
@@ -320,7 +333,7 @@ class Broker:
         if future.cancelled() or future.exception() is not None:
             _halt(f"cannot fsync a log: {future.exception()!r}")
         self._commit(marks, replies)
-        if self._pending_records or self._pending_replies or self.logs.has_touched:
+        if self.pending_records or self._pending_replies or self.logs.has_touched:
             self._schedule_flush()
 
     def _commit(
@@ -385,7 +398,7 @@ class Broker:
         return bool(
             self._flush_scheduled
             or self._syncing
-            or self._pending_records
+            or self.pending_records
             or self._pending_replies
             or self.logs.has_touched
         )
@@ -403,7 +416,7 @@ class Broker:
             self._timer.cancel()
             self._timer = None
             self._timer_at = None
-        if self._pending_records or self._pending_replies or self.logs.has_touched:
+        if self.pending_records or self._pending_replies or self.logs.has_touched:
             self._flush()
         self._sync_pool.shutdown(wait=True)
         self.logs.close()

@@ -71,8 +71,17 @@ class GroupCoordinator(GroupAdmin):
         self.consumers.rebalance_listeners = self.groups.rebalance_listeners
         self._mixed: MixedGroups | None = None
         self.offsets = OffsetsManager()
+        # Only partitions that are not ACTIVE are listed, so the common case costs one
+        # empty-dict test per request.
+        self.partition_status: dict[int, PartitionStatus] = {}
         requests = OffsetRequests(
-            config, self.groups, self.consumers, self.offsets, self.unavailable, self.partition_for
+            config,
+            self.groups,
+            self.consumers,
+            self.offsets,
+            self.unavailable,
+            self.partition_for,
+            self.partition_status,
         )
         # Bound once here, so a commit costs the same call as a method of this class.
         self.commit_offsets = requests.commit_offsets
@@ -84,9 +93,6 @@ class GroupCoordinator(GroupAdmin):
         # Told of each refused ConsumerGroupHeartbeat (client id, host, version, error,
         # message): the broker's request log words the ones a client cannot get past.
         self.on_refusal: Callable[[str, str, int, ErrorCode, str | None], None] | None = None
-        # Only partitions that are not ACTIVE are listed, so the common case costs one
-        # empty-dict test per request.
-        self.partition_status: dict[int, PartitionStatus] = {}
         self._partitions: dict[str, int] = {}
 
     @property

@@ -11,14 +11,18 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 from minicoord.protocol.errors import ErrorCode
+from minicoord.protocol.records import Record
 from minicoord.server.config import Config
 from minicoord.server.coordinator.classic.manager import GroupManager
 from minicoord.server.coordinator.consumer.group import ConsumerGroup
 from minicoord.server.coordinator.consumer.manager import ConsumerGroupManager
 from minicoord.server.coordinator.group import Group
 from minicoord.server.coordinator.offsets import CommittedOffset, OffsetsManager, TopicPartition
+from minicoord.server.coordinator.partition_status import PartitionStatus
 from minicoord.server.coordinator.results import Effects, Result
 from minicoord.server.coordinator.state import GroupState
+
+STABLE = GroupState.STABLE
 
 
 # Not frozen, though never changed once made: a frozen dataclass sets each field
@@ -41,6 +45,7 @@ class OffsetRequests:
         offsets: OffsetsManager,
         unavailable: Callable[[str], ErrorCode | None],
         partition_for: Callable[[str], int],
+        partition_status: dict[int, PartitionStatus],
     ) -> None:
         self.config = config
         self.groups = groups
@@ -48,6 +53,10 @@ class OffsetRequests:
         self.offsets = offsets
         self.unavailable = unavailable
         self.partition_for = partition_for
+        # Read directly by commit_one, which asks for every commit: the shared dict of
+        # groups, and the coordinator's partitions that are not ACTIVE (nearly always none).
+        self._groups = groups.groups
+        self._partition_status = partition_status
 
     def expire_offsets(self, fx: Effects, now: int) -> int:
         """Kafka's offset retention; returns how many offsets expired.
@@ -120,7 +129,7 @@ class OffsetRequests:
                 errors.append(ErrorCode.OFFSET_METADATA_TOO_LARGE)
                 continue
             commit(
-                fx,
+                fx.records,
                 partition,
                 group_id,
                 e.topic,
@@ -135,6 +144,7 @@ class OffsetRequests:
 
     def commit_one(
         self,
+        records: list[tuple[int, Record]],
         now: int,
         group_id: str,
         generation_id: int,
@@ -144,17 +154,41 @@ class OffsetRequests:
         offset: int,
         leader_epoch: int,
         version: int,
-    ) -> Result[ErrorCode]:
+    ) -> ErrorCode:
         """`commit_offsets` of one partition with no metadata and no group.instance.id, the
-        shape of nearly every commit, without its entry objects and lists."""
-        fx = Effects()
+        shape of nearly every commit, without its entry objects, lists and result: the
+        record to persist is appended to `records`."""
+        group = self._groups.get(group_id)
+        # A member of a Stable classic group committing in its generation (nearly every
+        # commit): _validate_commit's checks that can pass, in the order they would fail.
+        if (
+            type(group) is Group
+            and not self._partition_status
+            and group.state is STABLE
+            and generation_id == group.generation_id
+        ):
+            member = group.members.get(member_id)
+            if member is not None:
+                member.last_heartbeat = now
+                self.offsets.commit(
+                    records, group.partition, group_id, topic, index, offset, leader_epoch, "", now
+                )
+                return ErrorCode.NONE
         error = self._commit_refused(now, group_id, generation_id, member_id, None, version)
         if error is not None:
-            return fx.result(error)
+            return error
         self.offsets.commit(
-            fx, self.partition_for(group_id), group_id, topic, index, offset, leader_epoch, "", now
+            records,
+            self.partition_for(group_id),
+            group_id,
+            topic,
+            index,
+            offset,
+            leader_epoch,
+            "",
+            now,
         )
-        return fx.result(ErrorCode.NONE)
+        return ErrorCode.NONE
 
     def _commit_refused(
         self,

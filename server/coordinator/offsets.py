@@ -26,7 +26,7 @@ class OffsetsManager:
 
     def commit(
         self,
-        fx: Effects,
+        records: list[tuple[int, Record]],
         partition: int,
         group_id: str,
         topic: str,
@@ -40,7 +40,9 @@ class OffsetsManager:
         if group is None:
             group = self.offsets[group_id] = {}
         group[(topic, index)] = CommittedOffset(offset, leader_epoch, metadata, now)
-        fx.records.append(
+        # Appended to the caller's list of records to persist (Effects.records, or the
+        # broker's pending records on the one-partition path).
+        records.append(
             (
                 partition,
                 Record(

@@ -35,13 +35,16 @@ def _one_partition(ctx: RequestContext, request: OneCommit) -> Any:
     """Nearly every commit: one partition of one topic, no ACLs. The rules of `_any`
     without its bookkeeping; a partition this cannot commit (an unknown topic or partition)
     sends the request the general way."""
-    version = ctx.version
+    header = ctx.header
+    version = header.api_version
     broker = ctx.broker
     known = broker.topics.get(request.name)
     index = request.partition_index
     if known is None or not 0 <= index < known.partitions:
         return _any(ctx, request)
-    result = broker.coordinator.commit_one(
+    # The record goes straight onto the broker's pending ones: no Result per commit.
+    error = broker.coordinator.commit_one(
+        broker.pending_records,
         broker.now(),
         request.group_id,
         request.generation_id_or_member_epoch,
@@ -52,8 +55,15 @@ def _one_partition(ctx: RequestContext, request: OneCommit) -> Any:
         request.committed_leader_epoch,
         version,
     )
-    body = fast_offset_commit.encode_one(version, request.name, None, index, result.value)
-    return _answer(ctx, EncodedResponse(body, 0), result)
+    response = EncodedResponse(
+        fast_offset_commit.encode_one(version, request.name, None, index, error), 0
+    )
+    if error is not ErrorCode.NONE:
+        # Refused: nothing written, answered as any refusal is.
+        return _answer(ctx, response, Result(error, [], []))
+    parked = ctx.channel.hold(header, ctx.spec, response)
+    broker.answer_after_write(parked, error)
+    return parked
 
 
 def _any(ctx: RequestContext, request: Any) -> Any:

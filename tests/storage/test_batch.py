@@ -38,6 +38,15 @@ def test_byte_equal_to_kafka_pythons_builder(base: int, batch: list[Record], ts:
     assert [(r.key, r.value) for r in parsed] == [(r.key, r.value) for r in batch]
 
 
+def test_offset_deltas_past_one_table_entry() -> None:
+    # Deltas from 256 on (a turn of many commits) take the general varint; keys and values
+    # either side of the tables' 256-byte reach.
+    batch = [Record(bytes([i % 251]) * (i % 7 + 250), b"v" * (i % 3)) for i in range(300)]
+    assert bytes(encode_batch(7, batch, 1_700_000_000_000)) == _generated(
+        7, batch, 1_700_000_000_000
+    )
+
+
 # What the cleaner reads of each record, against kafka-python's reading of the same batch:
 # any compression, either timestamp type, gaps between offsets, headers, nulls.
 stored = st.lists(

@@ -235,6 +235,8 @@ def test_offset_delete_when_the_group_has_not_chosen_a_protocol_yet(h: Harness) 
         ("formed", -1, ""),  # an outsider to a group that manages its offsets
         ("completing", 1, "b"),
         ("empty", -1, "someone"),
+        ("preparing", 1, "a"),  # a rebalance under way: the current generation still commits
+        ("loading", 1, "a"),  # the group's offsets partition is not being served
     ],
 )
 @pytest.mark.parametrize("version", [7, 9])
@@ -246,8 +248,13 @@ def test_commit_one_decides_as_commit_offsets_does(
     for single in (True, False):
         h = Harness()
         names: dict[str, str] = {}
-        if setup == "formed":
+        if setup in ("formed", "preparing", "loading"):
             names["a"], names["b"] = h.form_group(0, 2)
+        if setup == "preparing":
+            h.join_new(10, client_id="c")
+            assert h.state() == "PreparingRebalance"
+        elif setup == "loading":
+            h.coordinator.begin_loading(h.coordinator.partition_for(GROUP))
         elif setup == "completing":
             (names["a"], _), (names["b"], _) = h.join_together(
                 0, {"client_id": "a"}, {"client_id": "b"}
@@ -257,10 +264,11 @@ def test_commit_one_decides_as_commit_offsets_does(
         member_id = names.get(member, member)
         before = len(h.records)
         if single:
-            result = h.coordinator.commit_one(
-                50, GROUP, generation, member_id, "t1", 2, 77, 5, version
-            )
-            errors = [h.absorb(result).value]
+            errors = [
+                h.coordinator.commit_one(
+                    h.records, 50, GROUP, generation, member_id, "t1", 2, 77, 5, version
+                )
+            ]
         else:
             result = h.coordinator.commit_offsets(
                 50, GROUP, generation, member_id, None, [E("t1", 2, 77, 5, "")], version
