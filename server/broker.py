@@ -45,6 +45,7 @@ from minicoord.storage.partition_log import PartitionLog, WriteMark
 if TYPE_CHECKING:
     from minicoord.server.connection import KafkaConnection
     from minicoord.server.faults import Faults
+    from minicoord.server.handlers.base import Channel
     from minicoord.server.metrics import Metrics
     from minicoord.server.security.sasl import UserStore
 
@@ -56,7 +57,7 @@ METADATA_SEGMENT_BYTES = 8 * 1024 * 1024
 
 
 def wall_clock_ms() -> int:
-    return int(time.time() * 1000)
+    return time.time_ns() // 1_000_000
 
 
 def new_cluster_id() -> str:
@@ -274,11 +275,27 @@ class Broker:
         return True
 
     def uncork(self) -> None:
-        """Write every corked connection's answers: at the end of the turn, or at once for a
-        shutdown about to close the connections."""
+        """End the turn: write the records its requests persist, then every corked
+        connection's answers. Called when the turn ends, or at once for a shutdown about to
+        close the connections."""
         corked, self._corked = self._corked, []
+        if self._flush_scheduled:
+            # First, so that answers given on the promise of `write_before_answer` follow
+            # their records.
+            self._flush()
         for conn in corked:
             conn.uncork()
+
+    def write_before_answer(self, conn: Channel) -> bool:
+        """Whether an answer `conn` is given now will reach its client only after the records
+        pending now are as durable as the flush policy says, with nothing to wait for: then a
+        handler may return that answer as it is, without a parked reply. True when the turn's
+        end, which writes before it answers, holds `conn`'s answers and no fsync is needed;
+        the write is then scheduled."""
+        if self._syncing or self.logs.needs_sync or not conn.corked:
+            return False
+        self._schedule_flush()
+        return True
 
     def _schedule_flush(self) -> None:
         if self._flush_scheduled or self._syncing:
@@ -287,9 +304,17 @@ class Broker:
             self._flush()
             return
         self._flush_scheduled = True
+        if self._corked:
+            # The turn's end is queued already (uncork), and writes before it answers.
+            return
         # After every callback already queued for this turn (the other requests that arrived
         # together), so they share one write.
-        self._loop.call_soon(self._flush)
+        self._loop.call_soon(self._scheduled_flush)
+
+    def _scheduled_flush(self) -> None:
+        # The turn's end may have written it already.
+        if self._flush_scheduled:
+            self._flush()
 
     def _flush(self) -> None:
         self._flush_scheduled = False
@@ -311,9 +336,16 @@ class Broker:
 
     def _append_coordinator_records(self, records: list[tuple[int, Record]]) -> None:
         """One batch per touched offsets partition."""
-        by_partition: dict[int, list[Record]] = {}
-        for partition, record in records:
-            by_partition.setdefault(partition, []).append(record)
+        first = records[0][0]
+        batch = [record for partition, record in records if partition == first]
+        if len(batch) == len(records):
+            # One partition (a turn's commits to one group, to groups sharing a partition):
+            # no list per record.
+            by_partition = {first: batch}
+        else:
+            by_partition = {}
+            for partition, record in records:
+                by_partition.setdefault(partition, []).append(record)
         offsets = self.topics.get(OFFSETS_TOPIC)
         assert offsets is not None
         now = self.now()

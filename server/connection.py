@@ -191,6 +191,10 @@ class KafkaConnection(asyncio.Protocol):
         if by_hand:
             self.uncork()
 
+    @property
+    def corked(self) -> bool:
+        return self._corked is not None
+
     def uncork(self) -> None:
         """Write the answers held since this turn's read (Broker.cork)."""
         corked = self._corked
@@ -281,7 +285,8 @@ class KafkaConnection(asyncio.Protocol):
         if client_id != self._client_id:
             # Interned: the coordinator's member records of this client share the one copy.
             self._client_id = sys.intern(client_id) if client_id else client_id
-        handler = self.broker.handlers.get(header.api_key)
+        handlers = self.broker.handlers
+        handler = handlers.loaded.get(header.api_key) or handlers.get(header.api_key)
         if handler is None:
             self._unserved(header)
             return

@@ -63,13 +63,14 @@ def load_handler(api_key: int) -> Handler:
 
 
 class HandlerRegistry:
-    __slots__ = ("_api_versions", "_by_key", "_lazy")
+    __slots__ = ("_api_versions", "_lazy", "loaded")
 
     def __init__(self, handlers: Iterable[Handler] | None = None) -> None:
         """Every API of APIS, each module loaded when first asked for; or exactly `handlers`."""
         self._lazy = handlers is None
-        # Filled as APIs are first requested; a lookup of a loaded one is one dict get.
-        self._by_key: dict[int, Handler] = {h.spec.key: h for h in handlers or ()}
+        # Filled as APIs are first requested; a lookup of a loaded one is one dict get, which
+        # the connection makes itself for every request before asking `get`.
+        self.loaded: dict[int, Handler] = {h.spec.key: h for h in handlers or ()}
         self._api_versions: list[Any] | None = None
 
     @classmethod
@@ -77,16 +78,16 @@ class HandlerRegistry:
         return cls()
 
     def get(self, api_key: int) -> Handler | None:
-        handler = self._by_key.get(api_key)
+        handler = self.loaded.get(api_key)
         if handler is None and self._lazy and api_key in APIS:
-            handler = self._by_key[api_key] = load_handler(api_key)
+            handler = self.loaded[api_key] = load_handler(api_key)
         return handler
 
     def versions(self) -> list[tuple[int, int, int]]:
         """(api key, min version, max version) of every API served, by key, loading none."""
         if self._lazy:
             return [(key, low, high) for key, (_, low, high) in sorted(APIS.items())]
-        return sorted((h.spec.key, h.min_version, h.max_version) for h in self._by_key.values())
+        return sorted((h.spec.key, h.min_version, h.max_version) for h in self.loaded.values())
 
     def api_versions(self) -> list[Any]:
         """The ApiVersions response's entries (kafka-python objects, built once)."""
@@ -102,5 +103,5 @@ class HandlerRegistry:
     def __iter__(self) -> Iterator[Handler]:
         """Every handler, loading each module not loaded yet (tests, tools; never serving)."""
         if not self._lazy:
-            return iter(list(self._by_key.values()))
+            return iter(list(self.loaded.values()))
         return iter([h for key in APIS if (h := self.get(key)) is not None])

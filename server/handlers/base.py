@@ -39,6 +39,11 @@ class Channel(Protocol):
     principal: str
 
     @property
+    def corked(self) -> bool:
+        """Whether answers given now wait for the end of the loop's turn (Broker.cork)."""
+        ...
+
+    @property
     def address(self) -> tuple[str, int]:
         """The address Metadata and FindCoordinator name: the listener's advertised one, else
         the one the client connected to."""

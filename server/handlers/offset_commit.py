@@ -61,6 +61,8 @@ def _one_partition(ctx: RequestContext, request: OneCommit) -> Any:
     if error is not ErrorCode.NONE:
         # Refused: nothing written, answered as any refusal is.
         return _answer(ctx, response, Result(error, [], []))
+    if broker.write_before_answer(ctx.channel):
+        return response
     parked = ctx.channel.hold(header, ctx.spec, response)
     broker.answer_after_write(parked, error)
     return parked

@@ -119,3 +119,52 @@ def test_a_stop_beginning_in_the_same_turn_still_sends_the_turns_answers() -> No
 
     writes = asyncio.run(scenario())
     assert [correlation_ids(w) for w in writes] == [[5]]
+
+
+def offset_commit(group: str, topic: str, offset: int, correlation_id: int) -> bytes:
+    """An OffsetCommit v8 request frame of a consumer that manages its own partitions."""
+    from kafka.protocol.consumer import OffsetCommitRequest
+
+    from minicoord.bench.pump import frame
+
+    t = OffsetCommitRequest.OffsetCommitRequestTopic
+    request = OffsetCommitRequest(
+        group_id=group, generation_id_or_member_epoch=-1, member_id="", group_instance_id=None,
+        topics=[t(name=topic, partitions=[t.OffsetCommitRequestPartition(
+            partition_index=0, committed_offset=offset, committed_leader_epoch=-1,
+            committed_metadata="")])],
+    )  # fmt: skip
+    raw = frame(request, 8, "turns")
+    # The pump's frames start at correlation id 0: this one's own, for telling answers apart.
+    return raw[:8] + struct.pack(">i", correlation_id) + raw[12:]
+
+
+def test_a_commit_is_answered_only_once_its_record_is_in_the_log_file(tmp_path: Any) -> None:
+    # Under log.flush.policy=write a one-partition commit's answer is not parked: the turn's
+    # end writes the turn's records before it writes any answer.
+    group = "turn-answers-commit"
+
+    def in_log_files() -> bool:
+        return any(group.encode() in p.read_bytes() for p in tmp_path.rglob("*.log"))
+
+    with EmbeddedServer(
+        configs={"log.flush.policy": "write"}, topics=[("t", 1)], data_dir=tmp_path
+    ) as server:
+        seen: list[tuple[list[int], bool]] = []
+
+        class Watching(CollectingTransport):
+            def write(self, data: bytes) -> None:
+                seen.append((correlation_ids(bytes(data)), in_log_files()))
+                super().write(data)
+
+        def read() -> int:
+            conn = KafkaConnection(server.server.broker)
+            transport = Watching(conn)
+            conn.connection_made(transport)  # type: ignore[arg-type]
+            conn.data_received(offset_commit(group, "t", 42, 3))
+            return len(seen)
+
+        assert server.call(read) == 0
+        # Read back on the loop: the turn has ended by the time this call runs.
+        assert server.call(lambda: list(seen)) == [([3], True)]
+        assert server.call(lambda: in_log_files())
