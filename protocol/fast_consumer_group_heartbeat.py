@@ -116,6 +116,13 @@ _STEADY_TAIL = (
 )
 
 
+# Steady heartbeats read before, per version, by their whole body: a member repeats the same
+# one until its epoch moves, so nearly every one is found here and shares the fields read the
+# first time (handlers never change a request). Bounded by clearing, which only forgets.
+_STEADY: tuple[dict[bytes, SteadyHeartbeat], ...] = tuple({} for _ in _STEADY_TAIL)
+_STEADY_MAX = 1024
+
+
 def _decode(body: bytes, version: int) -> ConsumerGroupHeartbeatFields | SteadyHeartbeat:
     # Group and member ids shorter than 127 bytes (one length byte each), read inline: what
     # every client sends. Anything else (a null, a longer id) takes the general reader.
@@ -128,11 +135,17 @@ def _decode(body: bytes, version: int) -> ConsumerGroupHeartbeatFields | SteadyH
         # Most heartbeats: one comparison instead of reading seven null fields (it also
         # bounds the epoch: the tail is not empty).
         if 0 <= m < 0x7F and body[e_at + 4 :] == _STEADY_TAIL[version]:
-            return SteadyHeartbeat(
+            steady = SteadyHeartbeat(
                 str(body[1:m_at], "utf-8"),
                 str(body[m_at + 1 : e_at], "utf-8"),
                 _I32.unpack_from(body, e_at)[0],
             )
+            if type(body) is bytes:
+                seen = _STEADY[version]
+                if len(seen) >= _STEADY_MAX:
+                    seen.clear()
+                seen[body] = steady
+            return steady
     group_id, pos = _string(body, 0, False)
     member_id, pos = _string(body, pos, False)
     (epoch,) = _I32.unpack_from(body, pos)
@@ -178,7 +191,15 @@ def _decode(body: bytes, version: int) -> ConsumerGroupHeartbeatFields | SteadyH
     )
 
 
-decode_request = guarded(_decode, ConsumerGroupHeartbeatDecodeError)
+_read = guarded(_decode, ConsumerGroupHeartbeatDecodeError)
+
+
+def decode_request(body: bytes, version: int) -> ConsumerGroupHeartbeatFields | SteadyHeartbeat:
+    if type(body) is bytes and 0 <= version < len(_STEADY):
+        steady = _STEADY[version].get(body)
+        if steady is not None:
+            return steady
+    return _read(body, version)
 
 
 # A steady answer's fixed parts: no throttle, no error, a null message; a null assignment

@@ -57,13 +57,27 @@ def _string(buf: bytes, pos: int, compact: bool, nullable: bool) -> tuple[str | 
         raise HeartbeatDecodeError("string is not UTF-8") from exc
 
 
+# v4 heartbeats read before, by their whole body: a member sends the same heartbeat until
+# its generation changes, so nearly every one is found here and shares the fields read the
+# first time (handlers never change a request). Bounded by clearing, which only forgets.
+_SEEN: dict[bytes, HeartbeatFields] = {}
+_SEEN_MAX = 1024
+
+
 def decode_request(body: bytes, version: int) -> HeartbeatFields:
     if version >= FLEXIBLE_FROM:
+        seen = _SEEN.get(body) if type(body) is bytes else None
+        if seen is not None:
+            return seen
         try:
             common = _common(body)
         except Exception:  # `_decode` decides what is refused, and why
             common = None
         if common is not None:
+            if type(body) is bytes:
+                if len(_SEEN) >= _SEEN_MAX:
+                    _SEEN.clear()
+                _SEEN[body] = common
             return common
     try:
         return _decode(body, version)

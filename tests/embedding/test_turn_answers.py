@@ -124,7 +124,6 @@ def test_a_stop_beginning_in_the_same_turn_still_sends_the_turns_answers() -> No
 def offset_commit(group: str, topic: str, offset: int, correlation_id: int) -> bytes:
     """An OffsetCommit v8 request frame of a consumer that manages its own partitions."""
     from kafka.protocol.consumer import OffsetCommitRequest
-
     from minicoord.bench.pump import frame
 
     t = OffsetCommitRequest.OffsetCommitRequestTopic

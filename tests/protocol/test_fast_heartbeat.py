@@ -69,6 +69,22 @@ def test_null_group_id_is_refused(version: int) -> None:
 short = st.text(max_size=40)
 
 
+@given(short, st.integers(-(2**31), 2**31 - 1), short)
+def test_a_repeated_v4_heartbeat_is_the_one_read_before(
+    group: str, generation: int, member: str
+) -> None:
+    request = HeartbeatRequest(
+        version=4, group_id=group, generation_id=generation, member_id=member,
+        group_instance_id=None,
+    )  # fmt: skip
+    body = bytes(request.encode())
+    first = decode_request(body, 4)
+    assert decode_request(body, 4) is first
+    assert (first.group_id, first.generation_id, first.member_id, first.group_instance_id) == (
+        group, generation, member, None,
+    )  # fmt: skip
+
+
 @given(short, st.integers(-(2**31), 2**31 - 1), short, st.integers(0, 120), st.integers(0, 255))
 def test_v4_heartbeats_damaged_anywhere_are_refused_or_read_the_same(
     group: str, generation: int, member: str, where: int, byte: int

@@ -197,6 +197,24 @@ def test_one_partition_commits_read_as_the_generated_codec_reads_them(  # type: 
 
 
 @given(
+    st.integers(8, 9), st.text(max_size=30), int32, st.text(max_size=60), one_partition,
+    st.integers(-(2**63), 2**63 - 1), int32,
+)  # fmt: skip
+def test_a_members_next_commit_reads_as_the_generated_codec_reads_it(  # type: ignore[no-untyped-def]
+    version, group, gen, member, partition, offset, epoch
+) -> None:
+    # The first commit teaches the decoder the member's shape; the next, the same but for the
+    # committed offset and leader epoch, is read from it.
+    name, index, first_offset, first_epoch = partition
+    for committed, leader_epoch in ((first_offset, first_epoch), (offset, epoch)):
+        data = [(name, None, [(index, committed, leader_epoch, "")])]
+        body = _encoded(version, group, gen, member, None, data)
+        slow = _generated(body, version)
+        assert slow is not None
+        assert _fields(decode_request(body, version), version) == _fields(slow, version)
+
+
+@given(
     st.integers(8, 9), st.text(max_size=30), st.text(max_size=60), one_partition,
     st.integers(0, 200), st.integers(0, 255), st.booleans(),
 )  # fmt: skip
@@ -206,6 +224,7 @@ def test_damaged_one_partition_commits_are_refused_or_read_the_same(  # type: ig
     name, index, offset, epoch = partition
     data = [(name, None, [(index, offset, epoch, "")])]
     body = bytearray(_encoded(version, group, 7, member, None, data))
+    decode_request(bytes(body), version)  # the member's shape, known before the damage
     where %= len(body)
     if truncate:
         del body[where:]
