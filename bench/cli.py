@@ -117,8 +117,9 @@ def build_parser() -> argparse.ArgumentParser:
         description="Load-test a Kafka group coordinator with simulated members driven by "
         "Spark tasks; results aggregated in Spark.",
         epilog="Without Spark: `minicoord bench lean` (heartbeats, commits and "
-        "ConsumerGroupHeartbeats per second against a peer) and `minicoord bench footprint` "
-        "(start-up time and memory against a bare uvloop server and a peer); each has --help.",
+        "ConsumerGroupHeartbeats per second against a peer), `minicoord bench dispatch` (the "
+        "Python per request, without sockets) and `minicoord bench footprint` (start-up time "
+        "and memory against a bare uvloop server and a peer); each has --help.",
     )
     p.add_argument("scenario", choices=SCENARIOS)
     target = p.add_argument_group("target")
@@ -434,6 +435,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         from minicoord.bench.lean import main as lean_main
 
         return lean_main(args_in[1:])
+    if args_in[:1] == ["dispatch"]:
+        # Nor this: the Python per request, on the server's own loop, without sockets.
+        from minicoord.bench.dispatch_cost import main as dispatch_main
+
+        return dispatch_main(args_in[1:])
     if args_in[:1] == ["footprint"]:
         # Not a Spark scenario either: start-up and memory against a bare uvloop server.
         from minicoord.bench.footprint import main as footprint_main
