@@ -10,9 +10,10 @@ request (the best pass) and checks that every connection's last answer carries n
 
 What it leaves out, the event loop's polling and the kernel's TCP, is what a bare uvloop
 server also pays; what it keeps is minicoord's own work, so a change on a hot path shows here
-without the noise of a loaded host. The count is exact under callgrind: the difference between
-runs of two `--turns`, divided by the extra requests (5 x 200 x 20 below), is instructions per
-request:
+without the noise of a loaded host. Under callgrind it counts instructions instead: the
+difference between runs of two `--turns`, divided by the extra requests (5 x 200 x 20 below),
+is instructions per request (with whatever the server does by the clock meanwhile, timers
+and sweeps, which a run that callgrind slows fifty-fold gives more time to):
 
     valgrind --tool=callgrind python -m minicoord.bench.dispatch_cost --api commit --turns 50
     valgrind --tool=callgrind python -m minicoord.bench.dispatch_cost --api commit --turns 250

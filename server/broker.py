@@ -39,7 +39,7 @@ from minicoord.server.topics import (
     TopicRegistry,
     replay_metadata,
 )
-from minicoord.storage.log import LogManager
+from minicoord.storage.log import FlushPolicy, LogManager
 from minicoord.storage.partition_log import PartitionLog, WriteMark
 
 if TYPE_CHECKING:
@@ -54,6 +54,7 @@ log = logging.getLogger("minicoord.broker")
 T = TypeVar("T")
 # The cluster metadata log is small: topics, configs and producer id blocks.
 METADATA_SEGMENT_BYTES = 8 * 1024 * 1024
+FSYNC = FlushPolicy.FSYNC
 
 
 def wall_clock_ms() -> int:
@@ -292,9 +293,10 @@ class Broker:
         handler may return that answer as it is, without a parked reply. True when the turn's
         end, which writes before it answers, holds `conn`'s answers and no fsync is needed;
         the write is then scheduled."""
-        if self._syncing or self.logs.needs_sync or not conn.corked:
+        if self._syncing or self.logs.policy is FSYNC or not conn.corked:
             return False
-        self._schedule_flush()
+        if not self._flush_scheduled:
+            self._schedule_flush()
         return True
 
     def _schedule_flush(self) -> None:

@@ -200,7 +200,10 @@ class KafkaConnection(asyncio.Protocol):
         corked = self._corked
         self._corked = None
         if corked and not self.closed and self.transport is not None:
-            self._write(corked)
+            if len(corked) == 1:
+                self.transport.write(corked[0])  # _write's common case: one answer
+            else:
+                self._write(corked)
 
     def pause_writing(self) -> None:
         self._write_paused = True
@@ -367,7 +370,11 @@ class KafkaConnection(asyncio.Protocol):
             )
             self.abort(f"internal error handling {spec.name} v{version}")
             return
-        self._enqueue(slot)
+        if self._queue is None and type(slot) is bytes:
+            # _enqueue's common case, read here: nothing held back and the answer ready.
+            self._emit(slot)
+        else:
+            self._enqueue(slot)
 
     def _unsupported_version(self, handler: Handler, header: RequestHeader) -> None:
         request_log.unsupported_version(self.broker, self.peer, header, handler)
