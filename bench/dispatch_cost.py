@@ -24,7 +24,6 @@ from __future__ import annotations
 import argparse
 import time
 from collections.abc import Sequence
-from typing import Any
 
 from minicoord.bench.lean import APIS, PARTITIONS, TOPIC, answer_errors, frames_for
 from minicoord.bench.pump import Target
@@ -32,43 +31,11 @@ from minicoord.bench.pump import Target
 PASSES = 5
 
 
-class CollectingTransport:
-    """A transport that keeps the last thing the connection wrote: an answer, for its error."""
-
-    def __init__(self) -> None:
-        self.last = b""
-
-    def write(self, data: bytes) -> None:
-        self.last = data
-
-    def writelines(self, data: list[bytes]) -> None:
-        self.last = b"".join(data)
-
-    def get_extra_info(self, name: str, default: Any = None) -> Any:
-        return {"peername": ("127.0.0.1", 40001), "sockname": ("127.0.0.1", 9092)}.get(
-            name, default
-        )
-
-    def is_closing(self) -> bool:
-        return False
-
-    def close(self) -> None:
-        pass
-
-    def abort(self) -> None:
-        pass
-
-    def pause_reading(self) -> None:
-        pass
-
-    def resume_reading(self) -> None:
-        pass
-
-
 def measure(api: str, per_turn: int, turns: int) -> tuple[float, dict[str, int]]:
     """Thread CPU µs per request (best of the passes), and the last answers' errors."""
     from minicoord.server.connection import KafkaConnection
     from minicoord.testing.embedded import EmbeddedServer
+    from minicoord.testing.transports import CollectingTransport
 
     configs = {"group.min.session.timeout.ms": 1000, "group.consumer.session.timeout.ms": 60_000}
     server = EmbeddedServer(configs=configs, topics=[(TOPIC, PARTITIONS)])
@@ -91,6 +58,8 @@ def measure(api: str, per_turn: int, turns: int) -> tuple[float, dict[str, int]]
             pairs = list(zip(conns, frames, strict=True))
             best = float("inf")
             for _ in range(PASSES):
+                for t in transports:
+                    t.writes.clear()
                 started = time.thread_time()
                 for _ in range(turns):
                     for conn, frame in pairs:
@@ -99,7 +68,7 @@ def measure(api: str, per_turn: int, turns: int) -> tuple[float, dict[str, int]]
                     broker.uncork()
                 best = min(best, (time.thread_time() - started) / (turns * per_turn))
             # One request per connection per turn: each write is one framed answer.
-            last = [bytes(t.last[4:]) for t in transports]
+            last = [t.writes[-1][4:] for t in transports]
             return best * 1e6, answer_errors(api, last)
 
         return server.call(run, timeout=3600)

@@ -283,7 +283,13 @@ class Broker:
         if self._flush_scheduled:
             # First, so that answers given on the promise of `write_before_answer` follow
             # their records.
-            self._flush()
+            try:
+                self._flush()
+            except Exception:
+                # Those answers are corked now; sending them would acknowledge records that
+                # may not be written, and holding them would hang their connections.
+                log.exception("writing the turn's records failed")
+                _halt("cannot write the turn's records")
         for conn in corked:
             conn.uncork()
 

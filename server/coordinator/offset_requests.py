@@ -157,7 +157,8 @@ class OffsetRequests:
     ) -> ErrorCode:
         """`commit_offsets` of one partition with no metadata and no group.instance.id, the
         shape of nearly every commit, without its entry objects, lists and result: the
-        record to persist is appended to `records`."""
+        record to persist is appended to `records`, exactly one when the answer is NONE and
+        none otherwise."""
         group = self._groups.get(group_id)
         # A member of a Stable classic group committing in its generation (nearly every
         # commit): _validate_commit's checks that can pass, in the order they would fail.

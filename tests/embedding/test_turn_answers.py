@@ -11,39 +11,7 @@ from typing import Any
 
 from minicoord.server.connection import KafkaConnection
 from minicoord.testing.embedded import EmbeddedServer
-
-
-class CollectingTransport:
-    def __init__(self, protocol: KafkaConnection) -> None:
-        self.protocol = protocol
-        self.writes: list[bytes] = []
-
-    def write(self, data: bytes) -> None:
-        self.writes.append(bytes(data))
-
-    def writelines(self, data: list[bytes]) -> None:
-        self.writes.append(b"".join(data))
-
-    def get_extra_info(self, name: str, default: Any = None) -> Any:
-        return {"peername": ("127.0.0.1", 40001), "sockname": ("127.0.0.1", 9092)}.get(
-            name, default
-        )
-
-    def is_closing(self) -> bool:
-        return False
-
-    def close(self) -> None:
-        # What a closed socket's transport does; the server's stop waits for it.
-        self.protocol.connection_lost(None)
-
-    def abort(self) -> None:
-        self.close()
-
-    def pause_reading(self) -> None:
-        pass
-
-    def resume_reading(self) -> None:
-        pass
+from minicoord.testing.transports import CollectingTransport
 
 
 def api_versions(correlation_id: int) -> bytes:
@@ -167,3 +135,36 @@ def test_a_commit_is_answered_only_once_its_record_is_in_the_log_file(tmp_path: 
         # Read back on the loop: the turn has ended by the time this call runs.
         assert server.call(lambda: list(seen)) == [([3], True)]
         assert server.call(lambda: in_log_files())
+
+
+def test_a_turn_whose_write_fails_halts_before_any_answer_goes_out(monkeypatch: Any) -> None:
+    # The answers corked in the turn may include commits answered on the promise of the
+    # write: none may go out, so the server stops as on a failed log write.
+    import pytest
+    from minicoord.server import broker as broker_module
+    from minicoord.server.broker import Broker
+    from minicoord.server.config import Config
+
+    broker = Broker(Config())
+    conn = KafkaConnection(broker)
+    transport = CollectingTransport(conn)
+    conn.connection_made(transport)  # type: ignore[arg-type]
+    halted: list[str] = []
+
+    def halt(reason: str) -> None:
+        halted.append(reason)
+        raise SystemExit(70)
+
+    def failing_write() -> None:
+        raise RuntimeError("a record that cannot be encoded")
+
+    monkeypatch.setattr(broker_module, "_halt", halt)
+    monkeypatch.setattr(broker, "_flush", failing_write)
+    # A turn that read one request and answered it on the promise of the write.
+    conn._corked = [api_versions(1)]
+    broker._corked = [conn]
+    broker._flush_scheduled = True
+    with pytest.raises(SystemExit):
+        broker.uncork()
+    assert halted == ["cannot write the turn's records"]
+    assert transport.writes == []
