@@ -113,9 +113,7 @@ class ParkedReply:
         response = self._response if build is None else build(outcome)
         if self.observe is not None:
             self.observe(response)
-        # fill(), inline: every commit's answer passes here.
-        self.data = encode_response(self._header, self._spec, response)
-        self._conn.flush()
+        self.fill(encode_response(self._header, self._spec, response))
 
     def fill(self, data: Answer) -> None:
         self.data = data

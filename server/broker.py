@@ -107,8 +107,8 @@ class Broker:
         self._timer: asyncio.TimerHandle | None = None
         self._timer_at: int | None = None
         # Group commit: what the current turn of the loop produced, waiting for one write.
-        # A coordinator call may append its records here itself (commit_one), its caller
-        # then releasing the answer with `answer_after_write`.
+        # A coordinator call may append its records here itself (commit_one); its answer then
+        # waits behind them (`write_before_answer`, or `apply` of a result with none of its own).
         self.pending_records: list[tuple[int, Record]] = []
         self._pending_replies: list[tuple[Any, Any]] = []
         self._flush_scheduled = False
@@ -220,13 +220,8 @@ class Broker:
         """
         if reply is not None:
             result.replies.append((reply, result.value))
-        if (
-            result.records
-            or self._pending_replies
-            or self._flush_scheduled
-            or self._syncing
-            or self.logs.has_touched
-        ):
+        # Anything on its way to the log, records appended in place (commit_one) included.
+        if result.records or self.busy:
             self.pending_records.extend(result.records)
             self._pending_replies.extend(result.replies)
             self._schedule_flush()
@@ -234,17 +229,6 @@ class Broker:
             _release(result.replies)
         self._arm_timer()
         return result.value
-
-    def answer_after_write(self, reply: Any, outcome: Any) -> None:
-        """Release `reply` with `outcome` once every record pending now (the caller's own,
-        appended to `pending_records`, and all before them) is as durable as the flush
-        policy says: `apply` for a call that wrote its records in place."""
-        self._pending_replies.append((reply, outcome))
-        if not self._flush_scheduled:
-            self._schedule_flush()
-        # _arm_timer's own first test, read here: nearly always nothing to re-arm.
-        if self._timer_at is None or self.timers.changed:
-            self._arm_timer()
 
     def settled(self, result: Result[Any]) -> bool:
         """Whether a result can be answered at once, without a parked reply: it persists and
@@ -299,7 +283,7 @@ class Broker:
         handler may return that answer as it is, without a parked reply. True when the turn's
         end, which writes before it answers, holds `conn`'s answers and no fsync is needed;
         the write is then scheduled."""
-        if self._syncing or self.logs.policy is FSYNC or not conn.corked:
+        if self.logs.policy is FSYNC or not conn.corked:
             return False
         if not self._flush_scheduled:
             self._schedule_flush()
@@ -344,16 +328,12 @@ class Broker:
 
     def _append_coordinator_records(self, records: list[tuple[int, Record]]) -> None:
         """One batch per touched offsets partition."""
-        first = records[0][0]
-        batch = [record for partition, record in records if partition == first]
-        if len(batch) == len(records):
-            # One partition (a turn's commits to one group, to groups sharing a partition):
-            # no list per record.
-            by_partition = {first: batch}
-        else:
-            by_partition = {}
-            for partition, record in records:
-                by_partition.setdefault(partition, []).append(record)
+        by_partition: dict[int, list[Record]] = {}
+        for partition, record in records:
+            batch = by_partition.get(partition)
+            if batch is None:
+                batch = by_partition[partition] = []
+            batch.append(record)
         offsets = self.topics.get(OFFSETS_TOPIC)
         assert offsets is not None
         now = self.now()

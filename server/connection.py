@@ -464,17 +464,6 @@ class KafkaConnection(asyncio.Protocol):
         if self.closed or self.transport is None:
             self._queue = None
             return
-        if len(queue) == 1:
-            # One answer held (a commit waiting for its write): nothing to keep in order.
-            head = queue[0]
-            data = head.data if isinstance(head, ParkedReply) else head
-            if data is None:
-                return
-            self._queue = None
-            self._emit(data)
-            if self._read_paused:
-                self._maybe_resume()
-            return
         done = 0
         for head in queue:
             if (head.data if isinstance(head, ParkedReply) else head) is None:

@@ -224,12 +224,7 @@ def encode_batch(base_offset: int, records: Sequence[Record], timestamp: int) ->
                 head = heads[delta]
                 key_len = small[key_size]
                 value_len = small[value_size]
-                if delta < 64 and key_size < 64 and value_size < 64:
-                    # Every varint one byte (an offset commit's, with names of usual length):
-                    # six bytes of framing around the key and the value.
-                    size = key_size + value_size + 6
-                else:
-                    size = len(head) + len(key_len) + key_size + len(value_len) + value_size + 1
+                size = len(head) + len(key_len) + key_size + len(value_len) + value_size + 1
                 extend(
                     (
                         small[size] if size < 256 else _varint(size),

@@ -58,14 +58,11 @@ def _one_partition(ctx: RequestContext, request: OneCommit) -> Any:
     response = EncodedResponse(
         fast_offset_commit.encode_one(version, request.name, None, index, error), 0
     )
-    if error is not ErrorCode.NONE:
-        # Refused: nothing written, answered as any refusal is.
-        return _answer(ctx, response, Result(error, [], []))
-    if broker.write_before_answer(ctx.channel):
+    if error is ErrorCode.NONE and broker.write_before_answer(ctx.channel):
         return response
-    parked = ctx.channel.hold(header, ctx.spec, response)
-    broker.answer_after_write(parked, error)
-    return parked
+    # Refused (nothing written), or a record to wait for (an fsync, an answer off the turn):
+    # its record is already pending, so `_answer` parks the answer behind it.
+    return _answer(ctx, response, Result(error, [], []))
 
 
 def _any(ctx: RequestContext, request: Any) -> Any:
