@@ -288,6 +288,9 @@ class KafkaConnection(asyncio.Protocol):
         if client_id != self._client_id:
             # Interned: the coordinator's member records of this client share the one copy.
             self._client_id = sys.intern(client_id) if client_id else client_id
+        # And so does the header, which a parked request keeps until it is answered: a
+        # crowd's joins and syncs wait at once, and the copy just read goes at once.
+        header.client_id = self._client_id
         handlers = self.broker.handlers
         handler = handlers.loaded.get(header.api_key) or handlers.get(header.api_key)
         if handler is None:

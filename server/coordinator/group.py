@@ -42,8 +42,9 @@ class Group:
         self.leader_id: str | None = None
         # Insertion-ordered: leader re-election picks the oldest remaining member.
         self.members: dict[str, Member] = {}
-        # Member ids handed out with MEMBER_ID_REQUIRED that have not joined yet.
-        self.pending_members: set[str] = set()
+        # Member ids handed out with MEMBER_ID_REQUIRED that have not joined yet, each with
+        # the time by which it must (its session timeout from the first JoinGroup).
+        self.pending_members: dict[str, int] = {}
         # Members that got their JoinGroup answer but have not sent SyncGroup yet.
         self.pending_sync: set[str] = set()
         self.static_members: dict[str, str] = {}

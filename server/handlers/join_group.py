@@ -14,6 +14,7 @@ from typing import Any
 from minicoord.protocol import fast_rebalance, fast_rebalance_requests
 from minicoord.protocol.apis import SPECS
 from minicoord.protocol.errors import ErrorCode
+from minicoord.server.coordinator.member import Protocols, intern_protocols
 from minicoord.server.coordinator.results import JoinOutcome
 from minicoord.server.handlers.base import EncodedResponse, Handler, RequestContext
 from minicoord.server.request_log import UNRECOVERABLE, refused
@@ -25,14 +26,69 @@ API_KEY = 11
 def handle(ctx: RequestContext, request: Any) -> Any:
     version = ctx.version
     group_id = request.group_id
-    session_timeout_ms = request.session_timeout_ms
-    protocol_type = request.protocol_type
-    protocols = [(p.name, bytes(p.metadata)) for p in request.protocols]
+    # The members' shared copy (most members of a group send the same protocols): what a
+    # waiting join holds for its refusal line costs nothing of its own.
+    protocols, _ = intern_protocols([(p.name, bytes(p.metadata)) for p in request.protocols])
+    build = JoinAnswer(ctx, group_id, request.session_timeout_ms, request.protocol_type, protocols)
+    broker = ctx.broker
+    if broker.authorizer is not None and authorize.group_denied(ctx, group_id):
+        return build(JoinOutcome(ErrorCode.GROUP_AUTHORIZATION_FAILED))
+    parked = ctx.park(build)
+    result = broker.coordinator.join_group(
+        broker.now(),
+        parked,
+        group_id=group_id,
+        member_id=request.member_id,
+        group_instance_id=request.group_instance_id if version >= 5 else None,
+        client_id=ctx.client_id,
+        client_host=ctx.channel.client_host,
+        session_timeout_ms=build.session_timeout_ms,
+        rebalance_timeout_ms=(
+            request.rebalance_timeout_ms if version >= 1 else build.session_timeout_ms
+        ),
+        protocol_type=build.protocol_type,
+        protocols=protocols,
+        require_known_member_id=version >= 4,
+        supports_skip_assignment=version >= 9,
+        reason=request.reason if version >= 8 else None,
+    )
+    broker.apply(result)
+    return parked
 
-    def build(outcome: JoinOutcome) -> Any:
-        # Holds a few fields, not the request: thousands of joins may wait at once.
+
+class JoinAnswer:
+    """Makes a JoinGroup's response from its outcome. It holds a few fields, not the request,
+    and is one small object rather than a closure and its cells: a crowd of joins waits at
+    once for the join phase to end, and what each holds meanwhile is the server's peak."""
+
+    __slots__ = ("ctx", "group_id", "protocol_type", "protocols", "session_timeout_ms")
+
+    def __init__(
+        self,
+        ctx: RequestContext,
+        group_id: str,
+        session_timeout_ms: int,
+        protocol_type: str,
+        protocols: Protocols,
+    ) -> None:
+        self.ctx = ctx
+        self.group_id = group_id
+        self.session_timeout_ms = session_timeout_ms
+        self.protocol_type = protocol_type
+        self.protocols = protocols
+
+    def __call__(self, outcome: JoinOutcome) -> EncodedResponse:
+        ctx = self.ctx
+        version = ctx.version
         if outcome.error in UNRECOVERABLE:
-            why = _why(ctx, group_id, outcome.error, session_timeout_ms, protocol_type, protocols)
+            why = _why(
+                ctx,
+                self.group_id,
+                outcome.error,
+                self.session_timeout_ms,
+                self.protocol_type,
+                self.protocols,
+            )
             refused(ctx, outcome.error, why)
         protocol_name = outcome.protocol_name
         if protocol_name is None and version < 7:
@@ -52,29 +108,6 @@ def handle(ctx: RequestContext, request: Any) -> Any:
         )
         return EncodedResponse(body, outcome.error)
 
-    broker = ctx.broker
-    if broker.authorizer is not None and authorize.group_denied(ctx, group_id):
-        return build(JoinOutcome(ErrorCode.GROUP_AUTHORIZATION_FAILED))
-    parked = ctx.park(build)
-    result = broker.coordinator.join_group(
-        broker.now(),
-        parked,
-        group_id=group_id,
-        member_id=request.member_id,
-        group_instance_id=request.group_instance_id if version >= 5 else None,
-        client_id=ctx.client_id,
-        client_host=ctx.channel.client_host,
-        session_timeout_ms=session_timeout_ms,
-        rebalance_timeout_ms=request.rebalance_timeout_ms if version >= 1 else session_timeout_ms,
-        protocol_type=protocol_type,
-        protocols=protocols,
-        require_known_member_id=version >= 4,
-        supports_skip_assignment=version >= 9,
-        reason=request.reason if version >= 8 else None,
-    )
-    broker.apply(result)
-    return parked
-
 
 def _why(
     ctx: RequestContext,
@@ -82,7 +115,7 @@ def _why(
     error: ErrorCode,
     session_timeout_ms: int,
     protocol_type: str,
-    protocols: list[tuple[str, bytes]],
+    protocols: Protocols,
 ) -> str:
     """The refusal's detail in the words of the client's own configuration."""
     why = f"group {group_id!r}"

@@ -23,18 +23,7 @@ API_KEY = 14
 def handle(ctx: RequestContext, request: Any) -> Any:
     version = ctx.version
     group_id = request.group_id
-
-    def build(outcome: SyncOutcome) -> Any:
-        # Holds the group id, not the request (a leader's holds every assignment).
-        if outcome.error in UNRECOVERABLE:
-            refused(ctx, outcome.error, f"group {group_id!r}")
-        # Packed by hand (byte-equal to the generated encoder, see its tests): the leader's
-        # assignment releases every follower's answer at once.
-        body = fast_rebalance.encode_sync_response(
-            version, outcome.error, outcome.protocol_type, outcome.protocol_name, outcome.assignment
-        )
-        return EncodedResponse(body, outcome.error)
-
+    build = SyncAnswer(ctx, group_id)
     broker = ctx.broker
     if broker.authorizer is not None and authorize.group_denied(ctx, group_id):
         return build(SyncOutcome(ErrorCode.GROUP_AUTHORIZATION_FAILED))
@@ -52,6 +41,32 @@ def handle(ctx: RequestContext, request: Any) -> Any:
     )
     broker.apply(result)
     return parked
+
+
+class SyncAnswer:
+    """Makes a SyncGroup's response from its outcome. It holds the group id, not the request
+    (a leader's holds every assignment), in one small object rather than a closure and its
+    cells: every follower waits for the leader's assignment at once."""
+
+    __slots__ = ("ctx", "group_id")
+
+    def __init__(self, ctx: RequestContext, group_id: str) -> None:
+        self.ctx = ctx
+        self.group_id = group_id
+
+    def __call__(self, outcome: SyncOutcome) -> EncodedResponse:
+        if outcome.error in UNRECOVERABLE:
+            refused(self.ctx, outcome.error, f"group {self.group_id!r}")
+        # Packed by hand (byte-equal to the generated encoder, see its tests): the leader's
+        # assignment releases every follower's answer at once.
+        body = fast_rebalance.encode_sync_response(
+            self.ctx.version,
+            outcome.error,
+            outcome.protocol_type,
+            outcome.protocol_name,
+            outcome.assignment,
+        )
+        return EncodedResponse(body, outcome.error)
 
 
 HANDLER = Handler.for_spec(

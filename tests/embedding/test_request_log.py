@@ -20,7 +20,7 @@ import pytest
 from aiokafka import AIOKafkaConsumer
 from aiokafka.errors import OffsetMetadataTooLargeError
 from aiokafka.structs import OffsetAndMetadata, TopicPartition
-from kafka.protocol.consumer import HeartbeatRequest
+from kafka.protocol.consumer import HeartbeatRequest, JoinGroupRequest, SyncGroupRequest
 from kafka.protocol.metadata import ApiVersionsRequest
 from minicoord.clients.connection import ConnectionClosed, ProtocolClient
 from minicoord.protocol.consumer_group_apis import ConsumerGroupHeartbeatRequest
@@ -179,6 +179,67 @@ async def test_refusals_are_logged_once_per_client_and_reason_in_a_burst(
     last: Any = [r for r in caplog.records if r.name == REQUESTS][-1]
     assert last.held_back == BURST - 1
     assert f"{BURST - 1} more like it in the last 0 s not logged" in last.getMessage()
+
+
+async def test_join_and_sync_refusals_name_the_clients_own_settings(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    caplog.set_level(logging.INFO, logger=REQUESTS)
+    config = Config.from_pairs([("group.initial.rebalance.delay.ms", "0")])
+    async with (
+        Server(config, "127.0.0.1", 0, topics=[(TOPIC, 1)]) as server,
+        await ProtocolClient.connect("127.0.0.1", server.port, "joiner") as client,
+    ):
+        short = await asyncio.wait_for(client.request(_join("g", 10, "range"), 9), 5)
+        assert short.error_code == 26  # INVALID_SESSION_TIMEOUT
+        # A member holds the group to range; one that only speaks roundrobin is refused.
+        first = await asyncio.wait_for(client.request(_join("g", 10_000, "range"), 9), 5)
+        assert first.error_code == 79  # MEMBER_ID_REQUIRED
+        joined = await asyncio.wait_for(
+            client.request(_join("g", 10_000, "range", first.member_id), 9), 5
+        )
+        assert joined.error_code == 0, joined
+        odd = await asyncio.wait_for(client.request(_join("g", 10_000, "roundrobin"), 9), 5)
+        assert odd.error_code == 23  # INCONSISTENT_GROUP_PROTOCOL
+        sync = SyncGroupRequest(
+            group_id="g",
+            generation_id=joined.generation_id,
+            member_id=joined.member_id,
+            group_instance_id=None,
+            protocol_type="consumer",
+            protocol_name="roundrobin",  # v5 names what it believes was chosen: not so
+            assignments=[],
+        )
+        synced = await asyncio.wait_for(client.request(sync, 5), 5)
+        assert synced.error_code == 23
+    refusals = [r.getMessage().split(": ", 1) for r in caplog.records if r.name == REQUESTS]
+    assert [(head.split(" from ")[0], line) for head, line in refusals] == [
+        (
+            "refused JoinGroup v9",
+            "INVALID_SESSION_TIMEOUT (group 'g': session.timeout.ms=10 is outside "
+            f"group.min.session.timeout.ms={config.group_min_session_timeout_ms} .. "
+            f"group.max.session.timeout.ms={config.group_max_session_timeout_ms})",
+        ),
+        (
+            "refused JoinGroup v9",
+            "INCONSISTENT_GROUP_PROTOCOL (group 'g': protocol type 'consumer' with "
+            "[roundrobin] matches no member's)",
+        ),
+        ("refused SyncGroup v5", "INCONSISTENT_GROUP_PROTOCOL (group 'g')"),
+    ], caplog.text
+
+
+def _join(group: str, session_ms: int, protocol: str, member_id: str = "") -> Any:
+    return JoinGroupRequest(
+        group_id=group,
+        session_timeout_ms=session_ms,
+        rebalance_timeout_ms=10_000,
+        member_id=member_id,
+        group_instance_id=None,
+        protocol_type="consumer",
+        protocols=[JoinGroupRequest.JoinGroupRequestProtocol(name=protocol, metadata=b"")],
+        reason=None,
+    )
 
 
 def _joining(assignor: str) -> Any:

@@ -29,7 +29,7 @@ def test_first_join_without_member_id_is_answered_member_id_required(h: Harness)
     group = h.group()
     assert group.state.value == "Empty"
     assert group.members == {}
-    assert group.pending_members == {"client-1"}
+    assert set(group.pending_members) == {"client-1"}
     assert h.records == []
 
 
@@ -46,7 +46,7 @@ def test_rejoin_with_the_given_id_joins(h: Harness) -> None:
         members=(JoinMember(mid, None, RANGE),),
     )
     assert h.state() == "CompletingRebalance"
-    assert h.group().pending_members == set()
+    assert set(h.group().pending_members) == set()
     assert h.member_ids() == [mid]
 
 
@@ -57,7 +57,7 @@ def test_old_clients_join_in_one_step(h: Harness) -> None:
     assert outcome.error is ErrorCode.NONE
     assert outcome.member_id == "old-1"
     assert outcome.generation_id == 1
-    assert h.group().pending_members == set()
+    assert set(h.group().pending_members) == set()
 
 
 def test_pending_member_expires_after_its_session_timeout(h: Harness) -> None:
@@ -65,11 +65,11 @@ def test_pending_member_expires_after_its_session_timeout(h: Harness) -> None:
     fast, fast_ticket = h.join_new(0, client_id="fast")
     # The pending member holds the join phase open.
     assert not h.answered(fast_ticket)
-    assert h.group().pending_members == {slow}
+    assert set(h.group().pending_members) == {slow}
     h.advance(7_999)
     assert not h.answered(fast_ticket)
     h.advance(8_000)
-    assert h.group().pending_members == set()
+    assert set(h.group().pending_members) == set()
     outcome = h.reply(fast_ticket)
     assert outcome.error is ErrorCode.NONE
     assert outcome.generation_id == 1
@@ -77,6 +77,29 @@ def test_pending_member_expires_after_its_session_timeout(h: Harness) -> None:
     # Too late: the id it was given is no longer known.
     late = h.join(9_000, slow, client_id="slow")
     assert h.reply(late).error is ErrorCode.UNKNOWN_MEMBER_ID
+
+
+def test_pending_members_expire_each_at_its_own_deadline_on_one_timer(h: Harness) -> None:
+    # A crowd of first JoinGroups costs the group one timer, not one per pending member;
+    # each still lapses exactly at its own session timeout.
+    timers = h.coordinator.timers
+    before = len(timers)
+    a = h.reply(h.join(0, client_id="a", session_ms=8_000)).member_id
+    b = h.reply(h.join(10, client_id="b", session_ms=6_000)).member_id
+    c = h.reply(h.join(20, client_id="c", session_ms=9_000)).member_id
+    assert len(timers) == before + 1
+    # b's deadline (6,010) is the earliest; a rejoining leaves it in place.
+    h.join(30, a, client_id="a", session_ms=8_000)
+    assert set(h.group().pending_members) == {b, c}
+    h.advance(6_009)
+    assert set(h.group().pending_members) == {b, c}
+    h.advance(6_010)
+    assert set(h.group().pending_members) == {c}
+    h.advance(9_019)
+    assert set(h.group().pending_members) == {c}
+    h.advance(9_020)
+    assert set(h.group().pending_members) == set()
+    assert h.reply(h.join(9_021, b, client_id="b")).error is ErrorCode.UNKNOWN_MEMBER_ID
 
 
 def test_pending_member_that_rejoins_in_time_is_not_expired(h: Harness) -> None:
@@ -463,7 +486,7 @@ def test_inconsistent_protocols(h: Harness) -> None:
     same = h.join(10, a, protocols=[("roundrobin", RR)])
     assert h.reply(same).error is ErrorCode.INCONSISTENT_GROUP_PROTOCOL
     assert h.state() == "Stable"
-    assert h.group().pending_members == set()
+    assert set(h.group().pending_members) == set()
 
 
 @pytest.mark.parametrize(

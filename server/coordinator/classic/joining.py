@@ -47,7 +47,7 @@ class JoinPhase:
         def _persist_group(self, fx: Effects, now: int, group: Group) -> None: ...
         def _remove_member(self, fx: Effects, group: Group, member: Member) -> None: ...
         def _on_sync_deadline(self, now: int, group: Group) -> Effects: ...
-        def _expire_pending(self, now: int, group: Group, member_id: str) -> Effects: ...
+        def _schedule_pending_check(self, group: Group, deadline: int) -> None: ...
         def _schedule_session_check(self, group: Group, deadline: int) -> None: ...
 
     # -- JoinGroup ------------------------------------------------------------------------
@@ -131,12 +131,9 @@ class JoinPhase:
             if group_instance_id is None and require_known_member_id:
                 # KIP-394: the member must come back with this id, which lets the coordinator
                 # tell a retry from a new member; until then it holds a place in the group.
-                group.pending_members.add(mid)
-                self.timers.schedule(
-                    ("pending", group_id, mid),
-                    now + session_timeout_ms,
-                    lambda t, g=group, m=mid: self._expire_pending(t, g, m),
-                )
+                deadline = now + session_timeout_ms
+                group.pending_members[mid] = deadline
+                self._schedule_pending_check(group, deadline)
                 fx.reply(ticket, JoinOutcome(ErrorCode.MEMBER_ID_REQUIRED, member_id=mid))
                 return None
             return self._add_member_and_rebalance(
@@ -144,11 +141,10 @@ class JoinPhase:
             )
 
         if member_id in group.pending_members:
-            group.pending_members.discard(member_id)
+            del group.pending_members[member_id]
             if not group.pending_members:
-                # A fresh set: an emptied one keeps the table it grew to, per group for good.
-                group.pending_members = set()
-            self.timers.cancel(("pending", group_id, member_id))
+                # A fresh dict: an emptied one keeps the table it grew to, per group for good.
+                group.pending_members = {}
             return self._add_member_and_rebalance(
                 fx, now, group, new_member(member_id), ticket, f"{why}member {member_id} joined"
             )

@@ -64,6 +64,7 @@ class GroupManager(JoinPhase):
         self.rebalance_listeners: list[Callable[[RebalanceEvent], None]] = []
         # Bound once: every group's session timer holds this one object.
         self._session_check = self._on_session_check
+        self._pending_check = self._on_pending_check
 
     def adopt(self, group: Group, now: int) -> None:
         """Take in a group rebuilt from records; its members' sessions start now."""
@@ -279,11 +280,24 @@ class GroupManager(JoinPhase):
             self._schedule_session_check(group, earliest)
         return fx
 
-    def _expire_pending(self, now: int, group: Group, member_id: str) -> Effects:
+    def _schedule_pending_check(self, group: Group, deadline: int) -> None:
+        """Have the group's pending members (KIP-394) looked at by `deadline`: like session
+        checks, one timer per group rather than a timer, key and callback per member, which
+        a crowd joining at once would all hold together."""
+        self.timers.schedule_by(("pending", group), deadline, self._pending_check, (group,))
+
+    def _on_pending_check(self, now: int, group: Group) -> Effects:
         fx = Effects()
-        if member_id in group.pending_members:
-            group.pending_members.discard(member_id)
-            log.info("group %s: pending member %s never rejoined", group.group_id, member_id)
+        if self.groups.get(group.group_id) is not group:
+            return fx
+        pending = group.pending_members
+        lapsed = [mid for mid, deadline in pending.items() if deadline <= now]
+        for mid in lapsed:
+            del pending[mid]
+            log.info("group %s: pending member %s never rejoined", group.group_id, mid)
+        if pending:
+            self._schedule_pending_check(group, min(pending.values()))
+        if lapsed:
             self._try_complete_join(fx, now, group)
         return fx
 
@@ -315,8 +329,7 @@ class GroupManager(JoinPhase):
                 else:
                     removed.append(group.members[current])
             elif member_id in group.pending_members:
-                group.pending_members.discard(member_id)
-                self.timers.cancel(("pending", group_id, member_id))
+                del group.pending_members[member_id]
                 removed.append(None)
             elif member_id in group.members:
                 removed.append(group.members[member_id])
@@ -430,8 +443,7 @@ class GroupManager(JoinPhase):
         self.timers.cancel(("join", gid))
         self.timers.cancel(("sync", gid))
         self.timers.cancel(group)  # its members' session checks
-        for mid in group.pending_members:
-            self.timers.cancel(("pending", gid, mid))
+        self.timers.cancel(("pending", group))
 
     def subscribed_protocol_metadata(self, group: Group) -> list[bytes]:
         """Each member's metadata for the chosen protocol (a consumer's subscription)."""
