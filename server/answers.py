@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 from minicoord.protocol.apis import ApiSpec
 from minicoord.protocol.errors import ErrorCode
 from minicoord.protocol.headers import RequestHeader, response_header
-from minicoord.server.handlers.base import EncodedResponse, Handler
+from minicoord.server.handlers.base import EncodedResponse, Handler, RequestContext
 
 if TYPE_CHECKING:
     from minicoord.server.connection import KafkaConnection
@@ -74,9 +74,10 @@ class ParkedReply:
     __slots__ = (
         "_build",
         "_conn",
-        "_header",
+        "_correlation_id",
         "_response",
         "_spec",
+        "_version",
         "data",
         "delay_ms",
         "observe",
@@ -91,7 +92,10 @@ class ParkedReply:
         response: Any = None,
     ) -> None:
         self._conn = conn
-        self._header = header
+        # The header's two numbers the answer needs, not the header: a crowd's joins and
+        # syncs wait at once, and the header object would be one more per waiting request.
+        self._version = header.api_version
+        self._correlation_id = header.correlation_id
         self._spec = spec
         # `build(outcome)` makes the response; without it, the response is known already
         # (KafkaConnection.hold), which spares a hot path a closure per request.
@@ -109,11 +113,27 @@ class ParkedReply:
             delay, self.delay_ms = self.delay_ms, 0
             self._conn.broker.call_later(delay, lambda: self.resolve(outcome))
             return
-        build = self._build
-        response = self._response if build is None else build(outcome)
+        response = self.make(outcome)
         if self.observe is not None:
             self.observe(response)
-        self.fill(encode_response(self._header, self._spec, response))
+        self.fill(encode_response(self._header(), self._spec, response))
+
+    def make(self, outcome: Any) -> Any:
+        """The response for `outcome`. A subclass that carries its request's few fields in
+        slots of its own (JoinGroup's, SyncGroup's) makes it here: one object per waiting
+        request, where a `build` closure would add a function, its cells and the context."""
+        build = self._build
+        return self._response if build is None else build(outcome)
+
+    def _header(self) -> RequestHeader:
+        return RequestHeader(self._spec.key, self._version, self._correlation_id, None)
+
+    def context(self) -> RequestContext:
+        """The request's context, made again (for a refusal's log line, which is rare)."""
+        conn = self._conn
+        header = self._header()
+        header.client_id = conn.client_id
+        return RequestContext(conn.broker, conn, header, self._spec)
 
     def fill(self, data: Answer) -> None:
         self.data = data

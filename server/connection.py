@@ -49,6 +49,7 @@ from minicoord.server.handlers.base import (
 
 log = logging.getLogger("minicoord.connection")
 T = TypeVar("T")
+P = TypeVar("P", bound=ParkedReply)
 
 # SaslHandshake, SaslAuthenticate, AlterUserScramCredentials.
 _SECRET_APIS = frozenset((17, 36, 51))
@@ -138,7 +139,6 @@ class KafkaConnection(asyncio.Protocol):
         self.transport = transport  # type: ignore[assignment]
         peer = transport.get_extra_info("peername")
         if peer:
-            self._peer_port = peer[1]
             self.client_host = _shared(f"/{peer[0]}")
         if self.advertised is None:
             local = transport.get_extra_info("sockname")
@@ -150,13 +150,27 @@ class KafkaConnection(asyncio.Protocol):
         self.broker.connections.add(self)
 
     @property
+    def client_id(self) -> str | None:
+        """The client id of the connection's latest request (clients keep one per connection)."""
+        return self._client_id
+
+    @property
     def address(self) -> tuple[str, int]:
         return self.advertised or ("", 0)
 
     @property
     def peer(self) -> str:
-        """The client's address as log lines name it (made when needed, not per connection)."""
-        return f"{self.client_host[1:]}:{self._peer_port}" if self.client_host else "unknown"
+        """The client's address as log lines name it (made when needed, not per connection).
+        The port is read from the transport the first time a line needs it: kept from the
+        start, it would be an int object for each of thousands of connections."""
+        if not self.client_host:
+            return "unknown"
+        port = self._peer_port
+        if not port and self.transport is not None:
+            peer = self.transport.get_extra_info("peername")
+            if peer:
+                port = self._peer_port = peer[1]
+        return f"{self.client_host[1:]}:{port}"
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.closed = True
@@ -288,9 +302,6 @@ class KafkaConnection(asyncio.Protocol):
         if client_id != self._client_id:
             # Interned: the coordinator's member records of this client share the one copy.
             self._client_id = sys.intern(client_id) if client_id else client_id
-        # And so does the header, which a parked request keeps until it is answered: a
-        # crowd's joins and syncs wait at once, and the copy just read goes at once.
-        header.client_id = self._client_id
         handlers = self.broker.handlers
         handler = handlers.loaded.get(header.api_key) or handlers.get(header.api_key)
         if handler is None:
@@ -394,7 +405,10 @@ class KafkaConnection(asyncio.Protocol):
     # -- responses ------------------------------------------------------------------------
 
     def park(self, header: RequestHeader, spec: ApiSpec, build: Callable) -> ParkedReply:
-        parked = ParkedReply(self, header, spec, build)
+        return self.adopt(ParkedReply(self, header, spec, build))
+
+    def adopt(self, parked: P) -> P:
+        """`parked`, made by a handler for this connection's current request, as its reply."""
         parked.observe = self._observe
         return parked
 

@@ -9,13 +9,16 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from minicoord.protocol.apis import ApiSpec
 from minicoord.protocol.headers import RequestHeader
 
 if TYPE_CHECKING:
+    from minicoord.server.answers import ParkedReply
     from minicoord.server.broker import Broker
+
+P = TypeVar("P", bound="ParkedReply")
 
 # Stand-in for the authorized-operations bitfields we are never asked to compute
 # (kafka-python encodes None as Kafka's "not requested", INT32_MIN).
@@ -53,6 +56,10 @@ class Channel(Protocol):
 
     def hold(self, header: RequestHeader, spec: ApiSpec, response: Any) -> Parked: ...
 
+    def adopt(self, parked: P) -> P:
+        """A reply the handler made itself (a ParkedReply subclass), as the request's."""
+        ...
+
     def abort(self, reason: str) -> None:
         """Close the connection, logging why (acks=0 produce failures)."""
 
@@ -83,6 +90,10 @@ class RequestContext:
     def hold(self, response: Any) -> Parked:
         """A reply with `response` decided now, sent once `resolve` is called."""
         return self.channel.hold(self.header, self.spec, response)
+
+    def adopt(self, parked: P) -> P:
+        """`parked`, a reply that makes its own response (`ParkedReply.make`), as this one's."""
+        return self.channel.adopt(parked)
 
 
 HandleFn = Callable[[RequestContext, Any], Any]

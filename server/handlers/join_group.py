@@ -14,6 +14,7 @@ from typing import Any
 from minicoord.protocol import fast_rebalance, fast_rebalance_requests
 from minicoord.protocol.apis import SPECS
 from minicoord.protocol.errors import ErrorCode
+from minicoord.server.answers import ParkedReply
 from minicoord.server.coordinator.member import Protocols, intern_protocols
 from minicoord.server.coordinator.results import JoinOutcome
 from minicoord.server.handlers.base import EncodedResponse, Handler, RequestContext
@@ -29,11 +30,12 @@ def handle(ctx: RequestContext, request: Any) -> Any:
     # The members' shared copy (most members of a group send the same protocols): what a
     # waiting join holds for its refusal line costs nothing of its own.
     protocols, _ = intern_protocols([(p.name, bytes(p.metadata)) for p in request.protocols])
-    build = JoinAnswer(ctx, group_id, request.session_timeout_ms, request.protocol_type, protocols)
+    parked = ctx.adopt(
+        JoinReply(ctx, group_id, request.session_timeout_ms, request.protocol_type, protocols)
+    )
     broker = ctx.broker
     if broker.authorizer is not None and authorize.group_denied(ctx, group_id):
-        return build(JoinOutcome(ErrorCode.GROUP_AUTHORIZATION_FAILED))
-    parked = ctx.park(build)
+        return parked.make(JoinOutcome(ErrorCode.GROUP_AUTHORIZATION_FAILED))
     result = broker.coordinator.join_group(
         broker.now(),
         parked,
@@ -42,11 +44,11 @@ def handle(ctx: RequestContext, request: Any) -> Any:
         group_instance_id=request.group_instance_id if version >= 5 else None,
         client_id=ctx.client_id,
         client_host=ctx.channel.client_host,
-        session_timeout_ms=build.session_timeout_ms,
+        session_timeout_ms=parked.session_timeout_ms,
         rebalance_timeout_ms=(
-            request.rebalance_timeout_ms if version >= 1 else build.session_timeout_ms
+            request.rebalance_timeout_ms if version >= 1 else parked.session_timeout_ms
         ),
-        protocol_type=build.protocol_type,
+        protocol_type=parked.protocol_type,
         protocols=protocols,
         require_known_member_id=version >= 4,
         supports_skip_assignment=version >= 9,
@@ -56,12 +58,12 @@ def handle(ctx: RequestContext, request: Any) -> Any:
     return parked
 
 
-class JoinAnswer:
-    """Makes a JoinGroup's response from its outcome. It holds a few fields, not the request,
-    and is one small object rather than a closure and its cells: a crowd of joins waits at
-    once for the join phase to end, and what each holds meanwhile is the server's peak."""
+class JoinReply(ParkedReply):
+    """A JoinGroup's reply, waiting for the join phase to end, with the few fields of the
+    request its answer and refusal line need (not the request): a crowd of joins waits at
+    once, and this one object is what each holds meanwhile."""
 
-    __slots__ = ("ctx", "group_id", "protocol_type", "protocols", "session_timeout_ms")
+    __slots__ = ("group_id", "protocol_type", "protocols", "session_timeout_ms")
 
     def __init__(
         self,
@@ -71,16 +73,16 @@ class JoinAnswer:
         protocol_type: str,
         protocols: Protocols,
     ) -> None:
-        self.ctx = ctx
+        super().__init__(ctx.channel, ctx.header, ctx.spec, None)  # type: ignore[arg-type]
         self.group_id = group_id
         self.session_timeout_ms = session_timeout_ms
         self.protocol_type = protocol_type
         self.protocols = protocols
 
-    def __call__(self, outcome: JoinOutcome) -> EncodedResponse:
-        ctx = self.ctx
-        version = ctx.version
+    def make(self, outcome: JoinOutcome) -> EncodedResponse:
+        version = self._version
         if outcome.error in UNRECOVERABLE:
+            ctx = self.context()
             why = _why(
                 ctx,
                 self.group_id,

@@ -12,6 +12,7 @@ from typing import Any
 from minicoord.protocol import fast_rebalance, fast_rebalance_requests
 from minicoord.protocol.apis import SPECS
 from minicoord.protocol.errors import ErrorCode
+from minicoord.server.answers import ParkedReply
 from minicoord.server.coordinator.results import SyncOutcome
 from minicoord.server.handlers.base import EncodedResponse, Handler, RequestContext
 from minicoord.server.request_log import UNRECOVERABLE, refused
@@ -23,11 +24,10 @@ API_KEY = 14
 def handle(ctx: RequestContext, request: Any) -> Any:
     version = ctx.version
     group_id = request.group_id
-    build = SyncAnswer(ctx, group_id)
+    parked = ctx.adopt(SyncReply(ctx, group_id))
     broker = ctx.broker
     if broker.authorizer is not None and authorize.group_denied(ctx, group_id):
-        return build(SyncOutcome(ErrorCode.GROUP_AUTHORIZATION_FAILED))
-    parked = ctx.park(build)
+        return parked.make(SyncOutcome(ErrorCode.GROUP_AUTHORIZATION_FAILED))
     result = broker.coordinator.sync_group(
         broker.now(),
         parked,
@@ -43,24 +43,24 @@ def handle(ctx: RequestContext, request: Any) -> Any:
     return parked
 
 
-class SyncAnswer:
-    """Makes a SyncGroup's response from its outcome. It holds the group id, not the request
-    (a leader's holds every assignment), in one small object rather than a closure and its
-    cells: every follower waits for the leader's assignment at once."""
+class SyncReply(ParkedReply):
+    """A SyncGroup's reply, waiting for the leader's assignment, with the group id for its
+    refusal line and not the request (a leader's holds every assignment): every follower
+    waits at once, and this one object is what each holds meanwhile."""
 
-    __slots__ = ("ctx", "group_id")
+    __slots__ = ("group_id",)
 
     def __init__(self, ctx: RequestContext, group_id: str) -> None:
-        self.ctx = ctx
+        super().__init__(ctx.channel, ctx.header, ctx.spec, None)  # type: ignore[arg-type]
         self.group_id = group_id
 
-    def __call__(self, outcome: SyncOutcome) -> EncodedResponse:
+    def make(self, outcome: SyncOutcome) -> EncodedResponse:
         if outcome.error in UNRECOVERABLE:
-            refused(self.ctx, outcome.error, f"group {self.group_id!r}")
+            refused(self.context(), outcome.error, f"group {self.group_id!r}")
         # Packed by hand (byte-equal to the generated encoder, see its tests): the leader's
         # assignment releases every follower's answer at once.
         body = fast_rebalance.encode_sync_response(
-            self.ctx.version,
+            self._version,
             outcome.error,
             outcome.protocol_type,
             outcome.protocol_name,
