@@ -149,6 +149,7 @@ class OneCommit:
 # member commits the same partition in the same generation over and over, so its next commit
 # is found here and only the two numbers are read. Bounded by clearing, which only forgets.
 _SHAPES: dict[bytes, tuple[str, int, str, str, int]] = {}
+_SHAPES_MAX = 4096
 _OFFSET_EPOCH_TAIL = 16  # committed offset, leader epoch, empty metadata, three tag sections
 _EMPTY_TAIL = b"\x01\x00\x00\x00"
 _OFFSET_AND_EPOCH = struct.Struct(">qi")
@@ -168,7 +169,7 @@ def decode_request(body: bytes, version: int) -> OffsetCommitFields | OneCommit:
             common = None
         if common is not None:
             if type(body) is bytes:
-                if len(_SHAPES) >= 4096:
+                if len(_SHAPES) >= _SHAPES_MAX:
                     _SHAPES.clear()
                 _SHAPES[body[:-_OFFSET_EPOCH_TAIL]] = (
                     common.group_id,

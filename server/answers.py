@@ -28,9 +28,10 @@ API_VERSIONS_KEY = 18
 Answer = bytes | list[bytes]
 
 
-def encode_response(header: RequestHeader, spec: ApiSpec, response: Any) -> Answer:
-    """The framed answer: bytes, or a list of buffers when the body is one (record sets)."""
-    version = header.api_version
+def encode_response(version: int, correlation_id: int, spec: ApiSpec, response: Any) -> Answer:
+    """The framed answer to a request at `version` with `correlation_id`: bytes, or a list of
+    buffers when the body is one (record sets). The header's two numbers rather than the
+    header: a parked reply keeps just those."""
     body = response.body if type(response) is EncodedResponse else response.encode(version=version)
     # ApiVersions answers with header v0 at every version, so that a client which does not
     # yet know our versions can always read it (KIP-511).
@@ -38,9 +39,9 @@ def encode_response(header: RequestHeader, spec: ApiSpec, response: Any) -> Answ
     if type(body) is bytes:
         # Size and header (response_header's layout) in one pack: every answer passes here.
         if flexible:
-            return _SIZE_CORRELATION.pack(len(body) + 5, header.correlation_id) + b"\x00" + body
-        return _SIZE_CORRELATION.pack(len(body) + 4, header.correlation_id) + body
-    head = response_header(header.correlation_id, flexible)
+            return _SIZE_CORRELATION.pack(len(body) + 5, correlation_id) + b"\x00" + body
+        return _SIZE_CORRELATION.pack(len(body) + 4, correlation_id) + body
+    head = response_header(correlation_id, flexible)
     if type(body) is list:
         size = len(head) + sum(len(part) for part in body)
         return [_SIZE.pack(size) + head, *body]
@@ -116,7 +117,7 @@ class ParkedReply:
         response = self.make(outcome)
         if self.observe is not None:
             self.observe(response)
-        self.fill(encode_response(self._header(), self._spec, response))
+        self.fill(encode_response(self._version, self._correlation_id, self._spec, response))
 
     def make(self, outcome: Any) -> Any:
         """The response for `outcome`. A subclass that carries its request's few fields in
@@ -125,15 +126,12 @@ class ParkedReply:
         build = self._build
         return self._response if build is None else build(outcome)
 
-    def _header(self) -> RequestHeader:
-        return RequestHeader(self._spec.key, self._version, self._correlation_id, None)
-
     def context(self) -> RequestContext:
         """The request's context, made again (for a refusal's log line, which is rare)."""
         conn = self._conn
-        header = self._header()
-        header.client_id = conn.client_id
-        return RequestContext(conn.broker, conn, header, self._spec)
+        spec = self._spec
+        header = RequestHeader(spec.key, self._version, self._correlation_id, conn.client_id)
+        return RequestContext(conn.broker, conn, header, spec)
 
     def fill(self, data: Answer) -> None:
         self.data = data

@@ -373,7 +373,7 @@ class KafkaConnection(asyncio.Protocol):
             else:
                 if observe is not None:
                     observe(out)
-                slot = encode_response(header, spec, out)
+                slot = encode_response(version, header.correlation_id, spec, out)
         except Exception:
             log.exception(
                 "error handling %s v%d from %s (client id %r)",
@@ -395,7 +395,9 @@ class KafkaConnection(asyncio.Protocol):
         header, response = unsupported_version_answer(handler, header, self.broker.handlers)
         if self.broker.request_log is not None:
             self.broker.request_log.answered(self.peer, header, handler.spec, None, response, 0.0)
-        self._enqueue(encode_response(header, handler.spec, response))
+        self._enqueue(
+            encode_response(header.api_version, header.correlation_id, handler.spec, response)
+        )
 
     def _unserved(self, header: RequestHeader) -> None:
         """An API we do not serve: closed, as Kafka closes on an API key it does not know."""
@@ -405,7 +407,9 @@ class KafkaConnection(asyncio.Protocol):
     # -- responses ------------------------------------------------------------------------
 
     def park(self, header: RequestHeader, spec: ApiSpec, build: Callable) -> ParkedReply:
-        return self.adopt(ParkedReply(self, header, spec, build))
+        parked = ParkedReply(self, header, spec, build)
+        parked.observe = self._observe
+        return parked
 
     def adopt(self, parked: P) -> P:
         """`parked`, made by a handler for this connection's current request, as its reply."""

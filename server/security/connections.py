@@ -152,7 +152,9 @@ class SaslConnection(KafkaConnection):
     def _answer(self, header: RequestHeader, response: Any) -> None:
         handler = self.broker.handlers.get(header.api_key)
         assert handler is not None
-        self._enqueue(encode_response(header, handler.spec, response))
+        self._enqueue(
+            encode_response(header.api_version, header.correlation_id, handler.spec, response)
+        )
 
     def _handshake(self, auth: Authenticator, header: RequestHeader, request: Any) -> None:
         spec = self.broker.handlers.get(SASL_HANDSHAKE).spec  # type: ignore[union-attr]
@@ -215,7 +217,9 @@ class SaslConnection(KafkaConnection):
             response = error_response(
                 spec, header.api_version, request, ErrorCode.ILLEGAL_SASL_STATE
             )
-            self._enqueue(encode_response(header, spec, response))
+            self._enqueue(
+                encode_response(header.api_version, header.correlation_id, spec, response)
+            )
         except Exception:
             return
 
