@@ -8,11 +8,14 @@ from typing import TYPE_CHECKING
 
 from minicoord.protocol.errors import ErrorCode
 from minicoord.server.coordinator.classic.manager import GroupManager
-from minicoord.server.coordinator.consumer.group import ConsumerGroup
-from minicoord.server.coordinator.consumer.manager import ConsumerGroupManager
+from minicoord.server.coordinator.group import is_consumer_group
 from minicoord.server.coordinator.offsets import OffsetsManager
 from minicoord.server.coordinator.partition_status import PartitionStatus
 from minicoord.server.coordinator.results import Effects, GroupDescription, GroupListing, Result
+
+if TYPE_CHECKING:
+    from minicoord.server.coordinator.consumer.group import ConsumerGroup
+    from minicoord.server.coordinator.consumer.manager import ConsumerGroupManager
 
 
 class GroupAdmin:
@@ -28,6 +31,8 @@ class GroupAdmin:
         def partition_for(self, group_id: str) -> int: ...
 
         def unavailable(self, group_id: str) -> ErrorCode | None: ...
+
+        def consumer_group(self, group_id: str) -> ConsumerGroup | None: ...
 
     def consumer_group_describe(self, group_ids: list[str]) -> list[ConsumerGroupDescription]:
         # Loaded by the first ConsumerGroupDescribe, not at start: most servers never get one.
@@ -53,7 +58,7 @@ class GroupAdmin:
             error = self.unavailable(gid)
             if error is not None:
                 out.append(GroupDescription(gid, error, "", "", ""))
-            elif self.consumers.group(gid) is not None:
+            elif self.consumer_group(gid) is not None:
                 # The classic API does not describe consumer groups: Kafka answers "Dead".
                 out.append(
                     GroupDescription(
@@ -78,7 +83,7 @@ class GroupAdmin:
         wanted_types = {t.strip().lower() for t in types} if types else None
         listings = []
         for group in self.groups.groups.values():
-            if isinstance(group, ConsumerGroup):
+            if is_consumer_group(group):
                 listing = GroupListing(group.group_id, "consumer", group.state.value, "consumer")
             else:
                 listing = GroupListing(
@@ -97,7 +102,7 @@ class GroupAdmin:
         errors = []
         for gid in group_ids:
             error = self.unavailable(gid)
-            consumer = self.consumers.group(gid)
+            consumer = self.consumer_group(gid)
             if error is None and consumer is not None:
                 if consumer.members:
                     error = ErrorCode.NON_EMPTY_GROUP

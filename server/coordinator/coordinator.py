@@ -10,30 +10,19 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
+from functools import cached_property
 from typing import TYPE_CHECKING
 
 from minicoord.protocol.errors import ErrorCode
 from minicoord.server.config import Config
 from minicoord.server.coordinator.admin import GroupAdmin
 from minicoord.server.coordinator.classic.manager import GroupManager, Protocols, random_member_id
-from minicoord.server.coordinator.consumer.group import ConsumerGroup
-from minicoord.server.coordinator.consumer.manager import ConsumerGroupManager
-from minicoord.server.coordinator.consumer.requests import (
-    HeartbeatError,
-    HeartbeatOutcome,
-    HeartbeatRequest,
-)
-from minicoord.server.coordinator.consumer.requests import validate as validate_heartbeat
-from minicoord.server.coordinator.consumer.targets import TopicsView
+from minicoord.server.coordinator.group import Group, is_consumer_group
 from minicoord.server.coordinator.offset_requests import OffsetRequests
 from minicoord.server.coordinator.offsets import OffsetsManager
 from minicoord.server.coordinator.partition_status import STATUS_ERROR, PartitionStatus
 from minicoord.server.coordinator.partitioning import partition_for
-from minicoord.server.coordinator.replay import (
-    PartitionReplay,
-    rebuild_consumer_group,
-    rebuild_group,
-)
+from minicoord.server.coordinator.replay import PartitionReplay, rebuild_group
 from minicoord.server.coordinator.results import (
     Effects,
     JoinOutcome,
@@ -46,7 +35,11 @@ from minicoord.server.coordinator.timers import TimerQueue
 from minicoord.server.topics import TopicRegistry
 
 if TYPE_CHECKING:
+    from minicoord.server.coordinator.consumer.group import ConsumerGroup
+    from minicoord.server.coordinator.consumer.manager import ConsumerGroupManager
     from minicoord.server.coordinator.consumer.mixed import MixedGroups
+    from minicoord.server.coordinator.consumer.requests import HeartbeatOutcome, HeartbeatRequest
+    from minicoord.server.coordinator.consumer.targets import TopicsView
 
 log = logging.getLogger("minicoord.coordinator")
 
@@ -64,12 +57,6 @@ class GroupCoordinator(GroupAdmin):
         self.timers = timers if timers is not None else TimerQueue()
         self.topics: TopicsView = topics if topics is not None else TopicRegistry(config)
         self.groups = GroupManager(config, self.timers, self.partition_for, new_member_id)
-        # KIP-848 groups live in the same dict as classic ones: one id, one group.
-        self.consumers = ConsumerGroupManager(
-            config, self.timers, self.groups.groups, self.partition_for, self.topics
-        )
-        self.consumers.rebalance_listeners = self.groups.rebalance_listeners
-        self._mixed: MixedGroups | None = None
         self.offsets = OffsetsManager()
         # Only partitions that are not ACTIVE are listed, so the common case costs one
         # empty-dict test per request.
@@ -77,7 +64,7 @@ class GroupCoordinator(GroupAdmin):
         requests = OffsetRequests(
             config,
             self.groups,
-            self.consumers,
+            lambda: self.consumers,
             self.offsets,
             self.unavailable,
             self.partition_for,
@@ -95,15 +82,31 @@ class GroupCoordinator(GroupAdmin):
         self.on_refusal: Callable[[str, str, int, ErrorCode, str | None], None] | None = None
         self._partitions: dict[str, int] = {}
 
-    @property
+    @cached_property
+    def consumers(self) -> ConsumerGroupManager:
+        """KIP-848 consumer groups, made when first needed: a server whose clients all speak
+        the classic protocol never loads the consumer protocol's modules (0.4 MB of RSS)."""
+        from minicoord.server.coordinator.consumer.manager import ConsumerGroupManager
+
+        # They live in the same dict as classic groups: one id, one group.
+        consumers = ConsumerGroupManager(
+            self.config, self.timers, self.groups.groups, self.partition_for, self.topics
+        )
+        consumers.rebalance_listeners = self.groups.rebalance_listeners
+        return consumers
+
+    def consumer_group(self, group_id: str) -> ConsumerGroup | None:
+        """The consumer group of this id, if it is one; loads nothing if it is not."""
+        group = self.groups.groups.get(group_id)
+        return group if is_consumer_group(group) else None
+
+    @cached_property
     def mixed(self) -> MixedGroups:
         """Classic members in consumer groups (KIP-848's upgrade path), made on first use: a
         server whose groups keep to one protocol never loads it."""
-        if self._mixed is None:
-            from minicoord.server.coordinator.consumer.mixed import MixedGroups
+        from minicoord.server.coordinator.consumer.mixed import MixedGroups
 
-            self._mixed = MixedGroups(self.groups, self.consumers)
-        return self._mixed
+        return MixedGroups(self.groups, self.consumers)
 
     def partition_for(self, group_id: str) -> int:
         # The Java hash walks the id in Python on every commit; remember it per group.
@@ -141,10 +144,13 @@ class GroupCoordinator(GroupAdmin):
         replay.decode()
         for gid, value in replay.groups.items():
             self.groups.adopt(rebuild_group(gid, partition, value, now), now)
-        for gid, records in replay.consumer_groups.items():
-            consumer = rebuild_consumer_group(gid, partition, records)
-            if consumer is not None:
-                self.consumers.adopt(consumer, now)
+        if replay.consumer_groups:
+            from minicoord.server.coordinator.consumer.rebuild import rebuild_consumer_group
+
+            for gid, records in replay.consumer_groups.items():
+                consumer = rebuild_consumer_group(gid, partition, records)
+                if consumer is not None:
+                    self.consumers.adopt(consumer, now)
         for (gid, topic, index), committed in replay.offsets.items():
             self.offsets.restore(gid, (topic, index), committed)
             # Offsets without group metadata belong to a group that only stores offsets.
@@ -157,7 +163,7 @@ class GroupCoordinator(GroupAdmin):
         for gid in self.groups.drop_partition(partition):
             self.offsets.forget_group(gid)
         for gid, group in list(self.groups.groups.items()):
-            if isinstance(group, ConsumerGroup) and group.partition == partition:
+            if is_consumer_group(group) and group.partition == partition:
                 for member_id in group.members:
                     self.consumers.cancel_member_timers(group, member_id)
                 del self.groups.groups[gid]
@@ -170,7 +176,7 @@ class GroupCoordinator(GroupAdmin):
     def force_rebalance(self, now: int, group_id: str) -> Result[bool]:
         """A classic group rebalances; a consumer group gets a new epoch and target."""
         fx = Effects()
-        consumer = self.consumers.group(group_id)
+        consumer = self.consumer_group(group_id)
         if consumer is not None:
             if not consumer.members:
                 return fx.result(False)
@@ -181,7 +187,7 @@ class GroupCoordinator(GroupAdmin):
     def expire_member(self, now: int, group_id: str, member_id: str) -> Result[bool]:
         """Remove (fence) a member now, as its session timing out would."""
         fx = Effects()
-        consumer = self.consumers.group(group_id)
+        consumer = self.consumer_group(group_id)
         if consumer is not None:
             if member_id not in consumer.members:
                 return fx.result(False)
@@ -252,7 +258,7 @@ class GroupCoordinator(GroupAdmin):
         if error is not None:
             fx.reply(ticket, JoinOutcome(error, member_id=member_id))
             return fx.result(None)
-        consumer = self.consumers.group(group_id)
+        consumer = self.consumer_group(group_id)
         if consumer is not None:
             cfg = self.config
             if not (
@@ -324,7 +330,7 @@ class GroupCoordinator(GroupAdmin):
                 error = ErrorCode.REBALANCE_IN_PROGRESS
             fx.reply(ticket, SyncOutcome(error))
             return fx.result(None)
-        consumer = self.consumers.group(group_id)
+        consumer = self.consumer_group(group_id)
         if consumer is not None:
             self.mixed.sync(
                 fx,
@@ -366,7 +372,7 @@ class GroupCoordinator(GroupAdmin):
             # As Kafka does: while the group is loading, heartbeats are answered blindly.
             return ErrorCode.NONE if error is ErrorCode.COORDINATOR_LOAD_IN_PROGRESS else error
         group = self.groups.groups.get(group_id)
-        if isinstance(group, ConsumerGroup):
+        if group is not None and type(group) is not Group:  # is_consumer_group, inlined
             return self.mixed.heartbeat(now, group, member_id, generation_id, group_instance_id)
         return self.groups.heartbeat(now, group_id, member_id, generation_id, group_instance_id)
 
@@ -377,7 +383,7 @@ class GroupCoordinator(GroupAdmin):
         error = self.unavailable(group_id)
         if error is not None:
             return fx.result(LeaveOutcome(error))
-        consumer = self.consumers.group(group_id)
+        consumer = self.consumer_group(group_id)
         if consumer is not None:
             return fx.result(self.mixed.leave(fx, now, consumer, members))
         return fx.result(self.groups.leave(fx, now, group_id, members))
@@ -387,6 +393,11 @@ class GroupCoordinator(GroupAdmin):
     def consumer_group_heartbeat(
         self, now: int, req: HeartbeatRequest, version: int, client_id: str, client_host: str
     ) -> Result[HeartbeatOutcome]:
+        # Here, not at the top: the consumer protocol loads with its first request.
+        from minicoord.server.coordinator.consumer.group import ConsumerGroup
+        from minicoord.server.coordinator.consumer.requests import HeartbeatError, HeartbeatOutcome
+        from minicoord.server.coordinator.consumer.requests import validate as validate_heartbeat
+
         fx = Effects()
         try:
             validate_heartbeat(req, version, self.config)
@@ -396,7 +407,7 @@ class GroupCoordinator(GroupAdmin):
             gid = req.group_id
             existing = self.groups.groups.get(gid)
             if req.member_epoch < 0:
-                if not isinstance(existing, ConsumerGroup):
+                if not is_consumer_group(existing):
                     raise HeartbeatError(
                         ErrorCode.GROUP_ID_NOT_FOUND,
                         f"Group {gid} not found." if existing is None else
@@ -404,7 +415,7 @@ class GroupCoordinator(GroupAdmin):
                     )  # fmt: skip
                 return fx.result(self.consumers.leave(fx, now, req, existing))
             converted = None
-            if isinstance(existing, ConsumerGroup):
+            if is_consumer_group(existing):
                 group, created = existing, False
             elif req.member_epoch != 0:
                 raise HeartbeatError(
@@ -436,8 +447,8 @@ class GroupCoordinator(GroupAdmin):
         this id and epoch exists only if its join passed them."""
         if epoch <= 0 or self.partition_status:
             return None
-        group = self.consumers.group(group_id)
-        if group is None:
+        group = self.groups.groups.get(group_id)
+        if group is None or type(group) is Group:  # not is_consumer_group, inlined
             return None
         return self.consumers.steady(
             now, group, member_id, epoch, instance_id, client_id, client_host
@@ -445,4 +456,5 @@ class GroupCoordinator(GroupAdmin):
 
     def on_topics_changed(self, names: set[str], created: bool) -> None:
         """Topics were created, deleted or grew: consumer groups subscribed to them follow."""
-        self.consumers.on_topics_changed(names, created)
+        if "consumers" in self.__dict__:  # else there are none
+            self.consumers.on_topics_changed(names, created)

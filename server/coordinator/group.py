@@ -3,9 +3,13 @@
 from __future__ import annotations
 
 from collections import Counter
+from typing import TYPE_CHECKING, TypeGuard
 
 from minicoord.server.coordinator.member import Member
 from minicoord.server.coordinator.state import GroupState, check_transition
+
+if TYPE_CHECKING:
+    from minicoord.server.coordinator.consumer.group import ConsumerGroup
 
 
 class Group:
@@ -206,3 +210,12 @@ class Group:
                 self.leader_id = member.member_id
                 return True
         return False
+
+
+def is_consumer_group(group: Group | ConsumerGroup | None) -> TypeGuard[ConsumerGroup]:
+    """Whether a group of the coordinator's one dict is a KIP-848 consumer group.
+
+    Told by its not being classic, so that asking loads nothing: the consumer protocol's
+    modules load with the first consumer group (GroupCoordinator.consumers).
+    """
+    return group is not None and type(group) is not Group

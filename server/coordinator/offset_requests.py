@@ -9,18 +9,21 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from minicoord.protocol.errors import ErrorCode
 from minicoord.protocol.records import Record
 from minicoord.server.config import Config
 from minicoord.server.coordinator.classic.manager import GroupManager
-from minicoord.server.coordinator.consumer.group import ConsumerGroup
-from minicoord.server.coordinator.consumer.manager import ConsumerGroupManager
-from minicoord.server.coordinator.group import Group
+from minicoord.server.coordinator.group import Group, is_consumer_group
 from minicoord.server.coordinator.offsets import CommittedOffset, OffsetsManager, TopicPartition
 from minicoord.server.coordinator.partition_status import PartitionStatus
 from minicoord.server.coordinator.results import Effects, Result
 from minicoord.server.coordinator.state import GroupState
+
+if TYPE_CHECKING:
+    from minicoord.server.coordinator.consumer.group import ConsumerGroup
+    from minicoord.server.coordinator.consumer.manager import ConsumerGroupManager
 
 STABLE = GroupState.STABLE
 
@@ -41,7 +44,7 @@ class OffsetRequests:
         self,
         config: Config,
         groups: GroupManager,
-        consumers: ConsumerGroupManager,
+        consumers: Callable[[], ConsumerGroupManager],
         offsets: OffsetsManager,
         unavailable: Callable[[str], ErrorCode | None],
         partition_for: Callable[[str], int],
@@ -49,6 +52,7 @@ class OffsetRequests:
     ) -> None:
         self.config = config
         self.groups = groups
+        # Called only once a consumer group exists: the manager is made with the first.
         self.consumers = consumers
         self.offsets = offsets
         self.unavailable = unavailable
@@ -73,7 +77,7 @@ class OffsetRequests:
                 continue
             committed = self.offsets.all_for(gid)
             subscribed: set[str] = set()
-            if isinstance(group, ConsumerGroup):
+            if is_consumer_group(group):
                 # Offsets of topics no member subscribes to expire from their commit.
                 subscribed = group.subscribed_topics()
                 for tp, offset in list(committed.items()):
@@ -81,7 +85,7 @@ class OffsetRequests:
                         self.offsets.delete(fx, group.partition, gid, tp)
                         expired += 1
                 if not group.members and not self.offsets.has_offsets(gid):
-                    self.consumers.delete(fx, group)
+                    self.consumers().delete(fx, group)
                 continue
             if group.state is GroupState.EMPTY:
                 from_state = group.protocol_type is not None and group.generation_id > 0
@@ -206,7 +210,7 @@ class OffsetRequests:
         error = self.unavailable(group_id)
         if error is not None:
             return error
-        if type(group) is ConsumerGroup:
+        if group is not None and type(group) is not Group:  # is_consumer_group, inlined
             return _validate_consumer_commit(group, generation_id, member_id, version)
         return self._validate_commit(
             now, group, group_id, generation_id, member_id, group_instance_id, version
@@ -270,8 +274,8 @@ class OffsetRequests:
         error = self.unavailable(group_id)
         if error is not None:
             return error, []
-        consumer = self.consumers.group(group_id)
-        if consumer is not None and (member_id is not None or member_epoch >= 0):
+        consumer = self._groups.get(group_id)
+        if is_consumer_group(consumer) and (member_id is not None or member_epoch >= 0):
             member = consumer.members.get(member_id or "")
             if member is None:
                 return ErrorCode.UNKNOWN_MEMBER_ID, []
@@ -294,7 +298,7 @@ class OffsetRequests:
         if error is not None:
             return fx.result((error, []))
         group = self.groups.groups.get(group_id)
-        if isinstance(group, ConsumerGroup):
+        if is_consumer_group(group):
             # No state restriction for a consumer group, only its subscriptions.
             subscribed = group.subscribed_topics()
             errors = []

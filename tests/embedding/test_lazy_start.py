@@ -4,7 +4,9 @@ The serve process defers kafka-python's client package and builds no protocol cl
 admin endpoint it has not been asked for. Run in a fresh interpreter (this test process has
 imported everything long ago): start a server as `minicoord serve` does, check what is loaded,
 then drive a kafka-python consumer group against it from the same process, which needs the
-client package the stand-in deferred and the handlers loaded on first request.
+client package the stand-in deferred and the handlers loaded on first request. The consumer
+protocol (KIP-848) loads with its first group: not for a classic group, but when a
+confluent-kafka consumer with `group.protocol=consumer` joins, which it then serves.
 """
 
 from __future__ import annotations
@@ -42,8 +44,12 @@ NOT_AT_START = [
     "minicoord.storage.cleaner", "minicoord.server.coordinator.consumer.describe",
     "minicoord.server.coordinator.consumer.mixed",
 ]
+CONSUMER_PROTOCOL = [
+    "minicoord.server.coordinator.consumer.manager", "minicoord.server.coordinator.consumer.group",
+    "minicoord.server.coordinator.consumer.requests", "minicoord.server.coordinator.assignors",
+]
 with EmbeddedServer() as server:
-    report = {"at_start": [m for m in NOT_AT_START if m in sys.modules]}
+    report = {"at_start": [m for m in NOT_AT_START + CONSUMER_PROTOCOL if m in sys.modules]}
     report["records_run"] = [
         m for m in ("classic_records", "consumer_records", "metadata_records")
         if deferred.loaded(f"minicoord.protocol.{m}")
@@ -65,6 +71,21 @@ with EmbeddedServer() as server:
     consumer.commit({tp: OffsetAndMetadata(7, "m", -1)})
     report["committed"] = consumer.committed(tp)
     consumer.close()
+    report["after_classic"] = [m for m in CONSUMER_PROTOCOL if m in sys.modules]
+
+    from confluent_kafka import Consumer
+
+    consumer = Consumer({
+        "bootstrap.servers": server.bootstrap, "group.id": "lazy-848",
+        "group.protocol": "consumer", "auto.offset.reset": "earliest",
+    })
+    consumer.subscribe(["lazy"])
+    deadline = time.monotonic() + 60
+    while len(consumer.assignment()) < 2 and time.monotonic() < deadline:
+        consumer.poll(0.2)
+    report["consumer_assignment"] = sorted(tp.partition for tp in consumer.assignment())
+    consumer.close()
+    report["after_consumer"] = [m for m in CONSUMER_PROTOCOL if m in sys.modules]
     handlers = "minicoord.server.handlers."
     report["handlers"] = sorted(m[len(handlers):] for m in sys.modules if m.startswith(handlers))
 print(json.dumps(report))
@@ -84,6 +105,14 @@ def test_start_loads_only_what_serving_needs_and_clients_still_work() -> None:
     assert report["records_run"] == []
     assert report["assignment"] == [0, 1]
     assert report["committed"] == 7
+    assert report["after_classic"] == []
+    assert report["consumer_assignment"] == [0, 1]
+    assert report["after_consumer"] == [
+        "minicoord.server.coordinator.consumer.manager",
+        "minicoord.server.coordinator.consumer.group",
+        "minicoord.server.coordinator.consumer.requests",
+        "minicoord.server.coordinator.assignors",
+    ]
     # Loaded as the consumer asked for them; nobody asked to create or delete anything.
     assert {"api_versions", "metadata", "find_coordinator", "join_group", "sync_group"} <= set(
         report["handlers"]
