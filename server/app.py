@@ -224,6 +224,9 @@ class Server:
                     server = TlsServer(sock, factory, ssl_context)
                 elif self._sockets is not None:
                     server = await loop.create_server(factory, sock=self._sockets[i], backlog=1024)
+                elif early_listen.packed_ip(lst.host) is not None:
+                    (sock,) = early_listen.bind([lst])
+                    server = await loop.create_server(factory, sock=sock, backlog=1024)
                 else:
                     server = await loop.create_server(
                         factory, lst.host or None, lst.port, reuse_address=True, backlog=1024

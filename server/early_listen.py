@@ -61,15 +61,24 @@ def packed_ip(host: str) -> bytes | None:
 
 
 def bind(listeners: list[Listener]) -> list[socket.socket]:
-    """One listening socket per listener, in order (OSError if a port cannot be bound)."""
+    """One listening socket per listener, in order (OSError if a port cannot be bound); each
+    host an IP literal (packed_ip).
+
+    A server that loads first binds its IP literals here too: asyncio's create_server would
+    resolve them through libuv's thread pool (four threads for the life of the process) and
+    encode them with the IDNA codec, which imports unicodedata and stringprep.
+    """
     sockets: list[socket.socket] = []
     try:
         for lst in listeners:
             family = socket.AF_INET6 if ":" in lst.host else socket.AF_INET
             sock = socket.socket(family, socket.SOCK_STREAM)
             sockets.append(sock)
-            # As asyncio's create_server(reuse_address=True): a restart may rebind at once.
+            # As asyncio's create_server(reuse_address=True): a restart may rebind at once,
+            # and an IPv6 address is served on IPv6 alone.
             sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            if family == socket.AF_INET6:
+                sock.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 1)
             sock.bind((lst.host, lst.port))
             sock.listen(BACKLOG)
             sock.setblocking(False)

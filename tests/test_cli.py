@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pathlib
 import signal
 import subprocess
 import sys
@@ -163,3 +164,46 @@ def test_the_console_script_lets_the_parser_go_before_the_server_loads() -> None
     lines = result.stdout.splitlines()
     assert lines[0].startswith(READY_PREFIX)
     assert "parser modules alive: [] in sys.modules: []" in lines
+
+
+def _threads(pid: int) -> int:
+    with open(f"/proc/{pid}/status") as status:
+        return next(int(line.split()[1]) for line in status if line.startswith("Threads:"))
+
+
+@pytest.mark.parametrize("host", ["127.0.0.1", "::1"])
+def test_a_server_with_a_data_dir_binds_its_address_without_a_resolver(
+    host: str, tmp_path: pathlib.Path
+) -> None:
+    # Such a server loads its logs before it binds. Handed an IP literal, it binds the socket
+    # itself: asyncio would resolve the literal on libuv's thread pool, which keeps four
+    # threads for the life of the process.
+    import socket
+    import struct
+
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "minicoord.server.cli", "serve", "--host", host, "--port", "0",
+         "--data-dir", str(tmp_path)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+    )  # fmt: skip
+    try:
+        assert proc.stdout is not None
+        line = proc.stdout.readline()
+        shown = f"[{host}]" if ":" in host else host
+        assert line.startswith(f"{READY_PREFIX}{shown}:"), line
+        port = int(line.rsplit(":", 1)[1])
+        with socket.create_connection((host, port), timeout=10) as sock:
+            header = struct.pack(">hhih", 18, 0, 11, 1) + b"c"  # ApiVersions v0
+            sock.sendall(struct.pack(">i", len(header)) + header)
+            size = struct.unpack(">i", sock.recv(4))[0]
+            answer = b""
+            while len(answer) < size:
+                answer += sock.recv(size - len(answer))
+        assert struct.unpack_from(">ih", answer) == (11, 0)
+        assert _threads(proc.pid) == 1
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(10)
+    assert proc.returncode == 0
