@@ -94,26 +94,30 @@ def _serve_in_memory() -> tuple[subprocess.Popen[str], str]:
     return proc, proc.stdout.readline()
 
 
+def _api_versions(host: str, port: int, correlation_id: int) -> tuple[int, int]:
+    """An ApiVersions v0 over a new connection: the answer's correlation id and error code."""
+    import socket
+    import struct
+
+    with socket.create_connection((host, port), timeout=10) as sock:
+        header = struct.pack(">hhih", 18, 0, correlation_id, 1) + b"c"
+        sock.sendall(struct.pack(">i", len(header)) + header)
+        size = struct.unpack(">i", sock.recv(4))[0]
+        answer = b""
+        while len(answer) < size:
+            answer += sock.recv(size - len(answer))
+    return struct.unpack_from(">ih", answer)
+
+
 def test_in_memory_server_binds_first_and_answers_a_client_that_connects_at_once() -> None:
     # The ready line comes before the coordinator is loaded (server/early_listen.py): a client
     # that connects on reading it waits in the backlog and is answered, and SIGTERM sent
     # while the server may still be loading stops it cleanly.
-    import socket
-    import struct
-
     proc, line = _serve_in_memory()
     try:
         assert line.startswith(READY_PREFIX + "127.0.0.1:")
         port = int(line.rsplit(":", 1)[1])
-        with socket.create_connection(("127.0.0.1", port), timeout=10) as sock:
-            header = struct.pack(">hhih", 18, 0, 7, 1) + b"c"  # ApiVersions v0
-            sock.sendall(struct.pack(">i", len(header)) + header)
-            size = struct.unpack(">i", sock.recv(4))[0]
-            answer = b""
-            while len(answer) < size:
-                answer += sock.recv(size - len(answer))
-        correlation, error = struct.unpack_from(">ih", answer)
-        assert (correlation, error) == (7, 0)
+        assert _api_versions("127.0.0.1", port, 7) == (7, 0)
     finally:
         proc.send_signal(signal.SIGTERM)
         proc.wait(10)
@@ -178,9 +182,6 @@ def test_a_server_with_a_data_dir_binds_its_address_without_a_resolver(
     # Such a server loads its logs before it binds. Handed an IP literal, it binds the socket
     # itself: asyncio would resolve the literal on libuv's thread pool, which keeps four
     # threads for the life of the process.
-    import socket
-    import struct
-
     proc = subprocess.Popen(
         [sys.executable, "-m", "minicoord.server.cli", "serve", "--host", host, "--port", "0",
          "--data-dir", str(tmp_path)],
@@ -194,14 +195,7 @@ def test_a_server_with_a_data_dir_binds_its_address_without_a_resolver(
         shown = f"[{host}]" if ":" in host else host
         assert line.startswith(f"{READY_PREFIX}{shown}:"), line
         port = int(line.rsplit(":", 1)[1])
-        with socket.create_connection((host, port), timeout=10) as sock:
-            header = struct.pack(">hhih", 18, 0, 11, 1) + b"c"  # ApiVersions v0
-            sock.sendall(struct.pack(">i", len(header)) + header)
-            size = struct.unpack(">i", sock.recv(4))[0]
-            answer = b""
-            while len(answer) < size:
-                answer += sock.recv(size - len(answer))
-        assert struct.unpack_from(">ih", answer) == (11, 0)
+        assert _api_versions(host, port, 11) == (11, 0)
         assert _threads(proc.pid) == 1
     finally:
         proc.send_signal(signal.SIGTERM)
