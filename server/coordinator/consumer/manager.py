@@ -69,10 +69,6 @@ class ConsumerGroupManager(MemberLifecycle, EpochsAndTargets):
         # classic group when members leave (mixed groups); set by the coordinator.
         self.downgrade: Callable[[Effects, int, ConsumerGroup, list[str]], bool] | None = None
 
-    def group(self, group_id: str) -> ConsumerGroup | None:
-        group = self.groups.get(group_id)
-        return group if isinstance(group, ConsumerGroup) else None
-
     @property
     def heartbeat_interval_ms(self) -> int:
         return self.config.group_consumer_heartbeat_interval_ms
