@@ -1,8 +1,10 @@
-"""`minicoord bench lean`: heartbeats, commits and ConsumerGroupHeartbeats per second against
-minicoord and a peer (kfake, Kafka) in one run, with a client lean enough not to be the limit.
+"""`minicoord bench lean`: heartbeats, commits and ConsumerGroupHeartbeats per second, and
+the time a large classic group takes to settle, against minicoord and a peer (kfake, Kafka)
+in one run, with a client lean enough not to be the limit.
 
     minicoord bench lean --compare-bootstrap 127.0.0.1:9093 --compare-pid PID \\
-        [--api heartbeat,commit,cghb] [--members 100] [--procs 2] [--secs 4] [--rounds 3]
+        [--api heartbeat,commit,cghb,join] [--members 100] [--procs 2] [--secs 4] \\
+        [--rounds 3] [--join-size 1000]
 
 minicoord runs as its own process, in memory (and, with `--write-too`, a second one on a data
 directory under `log.flush.policy=write`). For each API, `--members` members join one group on
@@ -11,7 +13,9 @@ topic `bench` (64 partitions; start the peer with it, e.g. `kfake -topics bench 
 bench/pump.py). Rounds alternate between the targets; each line gives the rate, the client's
 CPU per load process and the server's CPU per request, and the summary the median of the
 per-round ratios. The Spark scenarios (`heartbeat`, `commit`, `head-to-head`) measure the same
-through real member tasks, where one Spark task tops out near 28k requests/s.
+through real member tasks, where one Spark task tops out near 28k requests/s. `--api join`
+(not in the default set: bench/lean_join.py) times `--join-size` members from the first
+JoinGroup to all assigned, as the Spark scenario `join-scaling` does through full clients.
 """
 
 from __future__ import annotations
@@ -29,6 +33,7 @@ from minicoord.bench.pump import Rate, Target, frame, pump
 TOPIC = "bench"
 PARTITIONS = 64
 APIS = ("heartbeat", "commit", "cghb")
+EXTRA_APIS = ("join",)  # run only when named
 
 
 async def join_classic(
@@ -150,11 +155,14 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--compare-bootstrap", metavar="HOST:PORT", help="the peer to compare with")
     p.add_argument("--compare-pid", type=int, default=0, help="the peer's pid, for its CPU")
     p.add_argument("--compare-name", default="peer")
-    p.add_argument("--api", default=",".join(APIS), help="heartbeat,commit,cghb")
+    p.add_argument("--api", default=",".join(APIS), help="heartbeat,commit,cghb (and join)")
     p.add_argument("--members", type=int, default=100)
     p.add_argument("--procs", type=int, default=2)
     p.add_argument("--secs", type=float, default=4)
     p.add_argument("--rounds", type=int, default=3)
+    p.add_argument(
+        "--join-size", type=int, default=1000, help="members of the group that --api join times"
+    )
     p.add_argument(
         "--write-too",
         action="store_true",
@@ -168,7 +176,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     o = build_parser().parse_args(argv)
     apis = [a.strip() for a in o.api.split(",") if a.strip()]
-    unknown = set(apis) - set(APIS)
+    unknown = set(apis) - set(APIS) - set(EXTRA_APIS)
     if unknown:
         build_parser().error(f"unknown --api {', '.join(sorted(unknown))}")
     # Members of every target wait idle while the others' rounds run: consumer-protocol
@@ -196,7 +204,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         targets.insert(0, (o.compare_name, Target.parse(o.compare_bootstrap), o.compare_pid))
     try:
         for api in apis:
-            run_api(api, targets, o)
+            if api == "join":
+                run_join(targets, o)
+            else:
+                run_api(api, targets, o)
     finally:
         for server in servers:
             server.stop()
@@ -251,4 +262,28 @@ def run_api(api: str, targets: list[tuple[str, Target, int]], o: Any) -> None:
             print(
                 f"  {name} / {o.compare_name}: median {statistics.median(ratios):.2f}"
                 f" (rounds {shown})"
+            )
+
+
+def run_join(targets: list[tuple[str, Target, int]], o: Any) -> None:
+    from minicoord.bench.lean_join import join_round
+
+    times: dict[str, list[float]] = {name: [] for name, _, _ in targets}
+    print(f"join: {o.join_size} members, {o.procs} load processes, first JoinGroup to all assigned")
+    for r in range(o.rounds):
+        order = targets if r % 2 == 0 else targets[::-1]
+        for name, target, pid in order:
+            result = join_round(target, o.join_size, o.procs, pid)
+            times[name].append(result.ms if result.settled else float("inf"))
+            print(f"  round {r + 1} {name:<16} {result.line()}", flush=True)
+    if o.compare_bootstrap:
+        peer = times[o.compare_name]
+        for name, _, _ in targets:
+            if name == o.compare_name:
+                continue
+            ratios = [a / b for a, b in zip(times[name], peer, strict=True)]
+            shown = " / ".join(f"{x:.2f}" for x in ratios)
+            print(
+                f"  {name} / {o.compare_name} (share of its time): median "
+                f"{statistics.median(ratios):.2f} (rounds {shown})"
             )
