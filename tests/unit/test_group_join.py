@@ -575,3 +575,23 @@ def test_member_ids_come_from_the_injected_factory() -> None:
     )
     assert result.records == []
     assert seen == ["my-client"]
+
+
+def test_a_member_id_is_the_client_id_and_a_random_version_4_uuid() -> None:
+    # Kafka names a member `clientId-UUID.randomUUID()`; ours are written without uuid.UUID,
+    # so each is checked against what that class reads back.
+    import uuid
+
+    from minicoord.server.coordinator.classic.manager import random_member_id
+
+    ids = [random_member_id("rdkafka-a") for _ in range(2000)]
+    assert len(set(ids)) == len(ids)
+    variants = set()
+    for mid in ids:
+        prefix, _, text = mid.partition("-a-")
+        assert prefix == "rdkafka"
+        parsed = uuid.UUID(text)
+        assert str(parsed) == text
+        assert parsed.version == 4 and parsed.variant == uuid.RFC_4122
+        variants.add(text[19])
+    assert variants == set("89ab")  # the variant's two free values, all four drawn
