@@ -39,9 +39,9 @@ RETRY_S = 0.1  # after a retriable JoinGroup error (kfake: joins racing a rebala
 STATUS_POLL_S = 0.01
 ROUND_TIMEOUT_S = 120.0
 
-# Error codes this client acts on.
-NONE, ILLEGAL_GENERATION, UNKNOWN_MEMBER_ID, REBALANCE_IN_PROGRESS = 0, 22, 25, 27
-MEMBER_ID_REQUIRED = 79
+# The error codes this client tells apart; any other sends the member back to JoinGroup
+# (REBALANCE_IN_PROGRESS, ILLEGAL_GENERATION) or has it retry shortly (a join refused).
+NONE, UNKNOWN_MEMBER_ID, MEMBER_ID_REQUIRED = 0, 25, 79
 
 _I16, _I32 = struct.Struct(">h"), struct.Struct(">i")
 _NULL = b"\xff\xff"  # a null string: group_instance_id, dynamic members only
