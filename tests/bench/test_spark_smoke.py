@@ -156,6 +156,10 @@ def test_data_against_minicoord_and_a_second_server(
     argv += ["--rates", "300", "--duration-s", "1", "--partitions", "4", "--tasks", "2"]
     # A consumer that joins second learns of the rebalance from its next heartbeat.
     argv += ["--consumer-config", "heartbeat.interval.ms=200"]
+    # A group settles here in seconds. Every wait a step may sit out (for a group to settle,
+    # for records to arrive) is bounded by this; at the default 120 s, two of them in one run
+    # outlast the test's 300 s timeout, which then says nothing of which one it was.
+    argv += ["--timeout-s", "30"]
     argv += ["--compare-bootstrap", other.bootstrap, "--compare-pid", str(other.proc.pid)]
     assert main([*argv, "--out", str(out), "--no-progress"]) == 0
 
