@@ -19,14 +19,11 @@ from dataclasses import dataclass
 
 from minicoord.protocol.errors import ErrorCode
 from minicoord.storage.batch import (
-    ATTRIBUTES_AT,
     COMPRESSION_MASK,
     CONTROL,
-    CRC_AT,
     HEADER_SIZE,
     MAGIC,
     MAGIC_AT,
-    MAX_TIMESTAMP_AT,
     NO_PRODUCER_ID,
     PREFIX_SIZE,
     TIMESTAMP_TYPE_LOG_APPEND,
@@ -35,6 +32,7 @@ from minicoord.storage.batch import (
     crc_valid,
     read_zigzag,
     set_log_append_time,
+    set_max_timestamp,
 )
 
 ZSTD = 4
@@ -42,8 +40,6 @@ ZSTD = 4
 # server's first produced batch, not at its start (see storage/batch.py).
 _DECOMPRESS = {1: "gzip_decode", 2: "snappy_decode", 3: "lz4_decode", ZSTD: "zstd_decode"}
 _PREFIX = struct.Struct(">qi")
-_I64 = struct.Struct(">q")
-_U32 = struct.Struct(">I")
 # Kafka's smallest legacy batch overhead: a length field below it is not a batch at all.
 MIN_LENGTH_FIELD = 14
 
@@ -150,10 +146,7 @@ def check_produced(
         return batch, batch_info(batch)
     if max_ts != info.max_timestamp:
         # As Kafka does: the batch says what its records say, whatever the producer wrote.
-        from crc32c import crc32c
-
-        _I64.pack_into(batch, MAX_TIMESTAMP_AT, max_ts)
-        _U32.pack_into(batch, CRC_AT, crc32c(memoryview(batch)[ATTRIBUTES_AT:]))
+        set_max_timestamp(batch, max_ts)
         info = batch_info(batch)
     return batch, info
 

@@ -125,3 +125,42 @@ def test_damaged_records_are_refused_unless_read_the_same(
     except CorruptBatch:
         return
     assert fast == _as_kafka_python_reads(data)
+
+
+CRC_CHILD = """
+import json
+import sys
+
+from minicoord.storage import batch
+
+first = batch.crc32c(b"123456789")  # loads the extension
+seen = {name: name in sys.modules for name in ("crc32c", "importlib.metadata")}
+import crc32c  # the package, as kafka-python's record code imports it
+
+print(json.dumps({
+    "first": first,
+    "again": batch.crc32c(b"123456789"),
+    "package": crc32c.crc32c(b"123456789"),
+    "same_function": batch.crc32c is crc32c.crc32c,
+    "seen": seen,
+}))
+"""
+
+
+def test_the_crc32c_extension_loads_without_its_packages_metadata() -> None:
+    # A fresh interpreter: this test process imported the `crc32c` package long ago. The
+    # package's __init__ reads its own distribution metadata (importlib.metadata: 55 ms and
+    # 7 MB on its own); the server needs only the C function.
+    import json
+    import subprocess
+    import sys
+
+    result = subprocess.run(
+        [sys.executable, "-c", CRC_CHILD], capture_output=True, text=True, timeout=120
+    )
+    assert result.returncode == 0, result.stderr
+    out = json.loads(result.stdout.strip().splitlines()[-1])
+    assert out["first"] == out["again"] == out["package"] == 0xE3069283  # RFC 3720's check value
+    assert out["seen"] == {"crc32c": False, "importlib.metadata": False}
+    # Importing the package afterwards reuses the module already loaded.
+    assert out["same_function"] is True
