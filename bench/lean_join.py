@@ -14,8 +14,8 @@ A member that settled heartbeats every `HEARTBEAT_MS`: a server that starts anot
 generation after everyone held an assignment (kfake may: the first members in a generation of
 their own) tells them so, and they rejoin. A round ends once every member is settled and has
 had a heartbeat answered without error since; its time is the last settle's. The server's CPU
-is read when the parent first sees every process settled, each process's own CPU at its last
-settle.
+is read when the parent sees every process settled (again, after a later generation), each
+process's own CPU at its last settle.
 """
 
 from __future__ import annotations
@@ -423,6 +423,7 @@ def join_round(
         status: dict[int, tuple[bool, bool]] = {}
         done: dict[int, Any] = {}  # a process past its own deadline reports before it is told
         server_at_settle = 0.0
+        all_settled = False
         deadline = time.monotonic() + ROUND_TIMEOUT_S + 10
         while time.monotonic() < deadline:
             try:
@@ -436,8 +437,11 @@ def join_round(
                 break
             status[message[1]] = message[2:]
             whole = len(status) == procs
-            if whole and all(s for s, _ in status.values()) and not server_at_settle and pid:
+            settled_now = whole and all(s for s, _ in status.values())
+            if settled_now and not all_settled and pid:
+                # Read again if a later generation unsettled them: the last settle counts.
                 server_at_settle = server_cpu(pid)
+            all_settled = settled_now
             if whole and all(c for _, c in status.values()):
                 break
         stop.set()
