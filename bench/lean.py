@@ -252,17 +252,8 @@ def run_api(api: str, targets: list[tuple[str, Target, int]], o: Any) -> None:
                 # A rate of error answers (a member fenced, a session lapsed) measures
                 # something else than the API: say so next to it.
                 print(f"    ERRORS in the last answers of {name}: {errors}", flush=True)
-    if o.compare_bootstrap:
-        peer = rates[o.compare_name]
-        for name, _, _ in targets:
-            if name == o.compare_name:
-                continue
-            ratios = [a.per_second / b.per_second for a, b in zip(rates[name], peer, strict=True)]
-            shown = " / ".join(f"{x:.2f}" for x in ratios)
-            print(
-                f"  {name} / {o.compare_name}: median {statistics.median(ratios):.2f}"
-                f" (rounds {shown})"
-            )
+    per_second = {name: [r.per_second for r in rs] for name, rs in rates.items()}
+    print_ratios(targets, o, per_second)
 
 
 def run_join(targets: list[tuple[str, Target, int]], o: Any) -> None:
@@ -276,14 +267,22 @@ def run_join(targets: list[tuple[str, Target, int]], o: Any) -> None:
             result = join_round(target, o.join_size, o.procs, pid)
             times[name].append(result.ms if result.settled else float("inf"))
             print(f"  round {r + 1} {name:<16} {result.line()}", flush=True)
-    if o.compare_bootstrap:
-        peer = times[o.compare_name]
-        for name, _, _ in targets:
-            if name == o.compare_name:
-                continue
-            ratios = [a / b for a, b in zip(times[name], peer, strict=True)]
-            shown = " / ".join(f"{x:.2f}" for x in ratios)
-            print(
-                f"  {name} / {o.compare_name} (share of its time): median "
-                f"{statistics.median(ratios):.2f} (rounds {shown})"
-            )
+    print_ratios(targets, o, times, " (share of its time)")
+
+
+def print_ratios(
+    targets: list[tuple[str, Target, int]], o: Any, values: dict[str, list[float]], what: str = ""
+) -> None:
+    """Each target's per-round values over the peer's, and their median (with a peer)."""
+    if not o.compare_bootstrap:
+        return
+    peer = values[o.compare_name]
+    for name, _, _ in targets:
+        if name == o.compare_name:
+            continue
+        ratios = [a / b for a, b in zip(values[name], peer, strict=True)]
+        shown = " / ".join(f"{x:.2f}" for x in ratios)
+        print(
+            f"  {name} / {o.compare_name}{what}: median {statistics.median(ratios):.2f}"
+            f" (rounds {shown})"
+        )

@@ -21,15 +21,13 @@ process's own CPU at its last settle.
 from __future__ import annotations
 
 import asyncio
-import queue
-import resource
 import struct
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from minicoord.bench.pump import SPAWN, Target, server_cpu
+from minicoord.bench.pump import SPAWN, Target, own_cpu, receive, server_cpu
 
 JOIN_VERSION, SYNC_VERSION, HEARTBEAT_VERSION, LEAVE_VERSION = 5, 3, 3, 3
 SESSION_TIMEOUT_MS = 30_000
@@ -64,17 +62,10 @@ def _frame(api_key: int, version: int, client_id: bytes, body: bytes) -> bytes:
     return _I32.pack(len(data)) + data
 
 
-def _read_s(buf: bytes, pos: int) -> tuple[bytes, int]:
-    (n,) = _I16.unpack_from(buf, pos)
-    pos += 2
-    if n < 0:
-        return b"", pos
-    return buf[pos : pos + n], pos + n
-
-
-def _read_b(buf: bytes, pos: int) -> tuple[bytes, int]:
-    (n,) = _I32.unpack_from(buf, pos)
-    pos += 4
+def _read(buf: bytes, pos: int, length: struct.Struct = _I16) -> tuple[bytes, int]:
+    """A string (int16 length) or, with `_I32`, bytes; null reads as empty."""
+    (n,) = length.unpack_from(buf, pos)
+    pos += length.size
     if n < 0:
         return b"", pos
     return buf[pos : pos + n], pos + n
@@ -99,10 +90,10 @@ def assigned_group_size(data: bytes) -> int:
     (topics,) = _I32.unpack_from(data, pos)
     pos += 4
     for _ in range(topics):
-        _, pos = _read_s(data, pos)
+        _, pos = _read(data, pos)
         (n,) = _I32.unpack_from(data, pos)
         pos += 4 + 4 * n
-    user_data, _ = _read_b(data, pos)
+    user_data, _ = _read(data, pos, _I32)
     return _I32.unpack(user_data)[0] if len(user_data) == 4 else 0
 
 
@@ -148,16 +139,16 @@ class Joined:
 
 def parse_join(body: bytes) -> Joined:
     _, error, generation = _JOINED.unpack_from(body, 0)
-    _, pos = _read_s(body, _JOINED.size)  # protocol name
-    leader, pos = _read_s(body, pos)
-    member_id, pos = _read_s(body, pos)
+    _, pos = _read(body, _JOINED.size)  # protocol name
+    leader, pos = _read(body, pos)
+    member_id, pos = _read(body, pos)
     (count,) = _I32.unpack_from(body, pos)
     pos += 4
     members = []
     for _ in range(max(0, count)):
-        mid, pos = _read_s(body, pos)
-        _, pos = _read_s(body, pos)  # group_instance_id
-        _, pos = _read_b(body, pos)  # metadata: every member subscribes to the one topic
+        mid, pos = _read(body, pos)
+        _, pos = _read(body, pos)  # group_instance_id
+        _, pos = _read(body, pos, _I32)  # metadata: every member subscribes to the one topic
         members.append(mid)
     return Joined(error, generation, leader, member_id, members)
 
@@ -273,7 +264,7 @@ class JoinMember(asyncio.Protocol):
         if error:
             self.rejoin(error)
             return
-        data, _ = _read_b(body, _ERROR.size)
+        data, _ = _read(body, _ERROR.size, _I32)
         if data and assigned_group_size(data) == self.r.size:
             self.settled_at = time.monotonic()
         # Not the full group yet: the heartbeat hears of the next generation.
@@ -283,11 +274,6 @@ class JoinMember(asyncio.Protocol):
         if error == UNKNOWN_MEMBER_ID:
             self.member_id = b""
         self.join()
-
-
-def _own_cpu() -> float:
-    usage = resource.getrusage(resource.RUSAGE_SELF)
-    return usage.ru_utime + usage.ru_stime
 
 
 def _worker(
@@ -316,7 +302,7 @@ def _worker(
         while not go.wait(0.001):
             await asyncio.sleep(0)
         await asyncio.sleep(max(0.0, start_at.value - time.monotonic()))
-        cpu0, first = _own_cpu(), time.monotonic()
+        cpu0, first = own_cpu(), time.monotonic()
         for member in r.members:
             member.join()
         cpu_settled, told = 0.0, (False, False)
@@ -325,7 +311,7 @@ def _worker(
             await asyncio.sleep(STATUS_POLL_S)
             now = (r.settled(), r.confirmed())
             if now[0] and not told[0]:
-                cpu_settled = _own_cpu()
+                cpu_settled = own_cpu()
             if now != told:
                 out.put(("status", proc, *now))
                 told = now
@@ -357,18 +343,10 @@ def _collect(
     out: Any, workers: Sequence[Any], kind: str, timeout_s: float, got: dict[int, Any]
 ) -> dict[int, Any]:
     """The `kind` message of every process (by its index; `got` holds those already read),
-    statuses skipped; a process that dies without one fails the round at once."""
+    statuses skipped."""
     deadline = time.monotonic() + timeout_s
     while len(got) < len(workers):
-        try:
-            message = out.get(timeout=0.5)
-        except queue.Empty:
-            failed = [w.exitcode for w in workers if w.exitcode not in (None, 0)]
-            if failed:
-                raise RuntimeError(f"a join process exited with status {failed[0]}") from None
-            if time.monotonic() > deadline:
-                raise TimeoutError(f"join processes silent for {timeout_s:.0f} s") from None
-            continue
+        message = receive(out, workers, deadline, "join")
         if message[0] == kind:
             got[message[1]] = message[2:]
     return got
@@ -425,13 +403,8 @@ def join_round(
         server_at_settle = 0.0
         all_settled = False
         deadline = time.monotonic() + ROUND_TIMEOUT_S + 10
-        while time.monotonic() < deadline:
-            try:
-                message = out.get(timeout=0.5)
-            except queue.Empty:
-                if any(w.exitcode not in (None, 0) for w in workers):
-                    break
-                continue
+        while True:
+            message = receive(out, workers, deadline, "join")
             if message[0] == "done":
                 done[message[1]] = message[2:]
                 break

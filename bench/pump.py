@@ -106,9 +106,9 @@ def _worker(target: Target, frames: list[bytes], secs: float, q: Any) -> None:
             )
             pumps.append(pump)
         await asyncio.sleep(1.0)  # every connection past its first answers
-        a0, t0, r0 = sum(p.answers for p in pumps), time.perf_counter(), _own_cpu()
+        a0, t0, r0 = sum(p.answers for p in pumps), time.perf_counter(), own_cpu()
         await asyncio.sleep(secs)
-        a1, t1, r1 = sum(p.answers for p in pumps), time.perf_counter(), _own_cpu()
+        a1, t1, r1 = sum(p.answers for p in pumps), time.perf_counter(), own_cpu()
         for pump in pumps:
             pump.transport.close()
         q.put((a1 - a0, t1 - t0, (r1 - r0) / (t1 - t0), [p.last for p in pumps]))
@@ -116,26 +116,30 @@ def _worker(target: Target, frames: list[bytes], secs: float, q: Any) -> None:
     uvloop.run(run())
 
 
-def _own_cpu() -> float:
+def own_cpu() -> float:
     usage = resource.getrusage(resource.RUSAGE_SELF)
     return usage.ru_utime + usage.ru_stime
 
 
-def gather(q: Any, workers: Sequence[Any], timeout_s: float) -> list[Any]:
-    """One result from each worker; a worker that dies without reporting fails the run at
-    once, where waiting on the queue alone would sit out the whole timeout."""
-    results: list[Any] = []
-    deadline = time.monotonic() + timeout_s
-    while len(results) < len(workers):
+def receive(q: Any, workers: Sequence[Any], deadline: float, what: str = "load") -> Any:
+    """The next message the workers put on `q`. A worker that dies without reporting fails
+    the run at once, where waiting on the queue alone would sit out the whole timeout;
+    silence past `deadline` (time.monotonic) is a TimeoutError."""
+    while True:
         try:
-            results.append(q.get(timeout=0.5))
+            return q.get(timeout=0.5)
         except queue.Empty:
             failed = [w.exitcode for w in workers if w.exitcode not in (None, 0)]
             if failed:
-                raise RuntimeError(f"a load process exited with status {failed[0]}") from None
+                raise RuntimeError(f"a {what} process exited with status {failed[0]}") from None
             if time.monotonic() > deadline:
-                raise TimeoutError(f"load processes silent for {timeout_s:.0f} s") from None
-    return results
+                raise TimeoutError(f"{what} processes silent past their deadline") from None
+
+
+def gather(q: Any, workers: Sequence[Any], timeout_s: float) -> list[Any]:
+    """One result from each worker (see `receive`)."""
+    deadline = time.monotonic() + timeout_s
+    return [receive(q, workers, deadline) for _ in workers]
 
 
 def server_cpu(pid: int) -> float:

@@ -5,26 +5,22 @@ client's CPU per process and the server's CPU per request. No figure is asserted
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 
 import pytest
 from minicoord.bench.cli import main as bench_main
-from minicoord.server.process import start_server_process
+from minicoord.server.process import ServerProcess
 
 
-def test_lean_compares_each_api_against_a_peer(capsys: pytest.CaptureFixture[str]) -> None:
+def test_lean_compares_each_api_against_a_peer(
+    capsys: pytest.CaptureFixture[str], server_factory: Callable[..., ServerProcess]
+) -> None:
     # A second minicoord stands in for the peer: what is checked is the comparison's shape.
-    peer = start_server_process(
-        {"group.min.session.timeout.ms": 1000},
-        [("bench", 64)],
-        extra_args=["--log-level", "WARNING"],
-    )
-    try:
-        args = ["lean", "--members", "3", "--procs", "1", "--secs", "0.5", "--rounds", "2"]
-        args += ["--compare-bootstrap", f"127.0.0.1:{peer.port}"]
-        args += ["--compare-pid", str(peer.proc.pid)]
-        assert bench_main(args) == 0
-    finally:
-        peer.stop()
+    peer = server_factory(topics=[("bench", 64)])
+    args = ["lean", "--members", "3", "--procs", "1", "--secs", "0.5", "--rounds", "2"]
+    args += ["--compare-bootstrap", f"127.0.0.1:{peer.port}"]
+    args += ["--compare-pid", str(peer.proc.pid)]
+    assert bench_main(args) == 0
     out = capsys.readouterr().out
     # Every connection's last answer was checked, and none was an error.
     assert "ERRORS" not in out, out

@@ -5,6 +5,7 @@ over 127.0.0.1 (against a second minicoord standing in for the peer). No figure 
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 
 import pytest
 from kafka.protocol.consumer import (
@@ -20,7 +21,7 @@ from kafka.protocol.consumer.metadata import (
 )
 from minicoord.bench import lean_join as lj
 from minicoord.bench.cli import main as bench_main
-from minicoord.server.process import start_server_process
+from minicoord.server.process import ServerProcess
 
 
 def test_requests_are_kafka_pythons_encodings() -> None:
@@ -92,19 +93,14 @@ def test_join_answers_are_read_as_kafka_python_writes_them(leader: bool) -> None
     assert (first.error, first.member_id) == (lj.MEMBER_ID_REQUIRED, b"given")
 
 
-def test_lean_join_settles_a_group_on_both_targets(capsys: pytest.CaptureFixture[str]) -> None:
-    peer = start_server_process(
-        {"group.min.session.timeout.ms": 1000},
-        [("bench", 64)],
-        extra_args=["--log-level", "WARNING"],
-    )
-    try:
-        args = ["lean", "--api", "join", "--join-size", "40", "--procs", "2", "--rounds", "2"]
-        args += ["--compare-bootstrap", f"127.0.0.1:{peer.port}"]
-        args += ["--compare-pid", str(peer.proc.pid)]
-        assert bench_main(args) == 0
-    finally:
-        peer.stop()
+def test_lean_join_settles_a_group_on_both_targets(
+    capsys: pytest.CaptureFixture[str], server_factory: Callable[..., ServerProcess]
+) -> None:
+    peer = server_factory(topics=[("bench", 64)])
+    args = ["lean", "--api", "join", "--join-size", "40", "--procs", "2", "--rounds", "2"]
+    args += ["--compare-bootstrap", f"127.0.0.1:{peer.port}"]
+    args += ["--compare-pid", str(peer.proc.pid)]
+    assert bench_main(args) == 0
     out = capsys.readouterr().out
     assert "did not settle" not in out, out
     rounds = re.findall(
