@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Iterable
 from typing import TYPE_CHECKING, TypeGuard
 
 from minicoord.server.coordinator.member import Member
@@ -104,7 +105,7 @@ class Group:
         if not self.members:
             self.protocol_type = member.protocol_type
         self.members[member.member_id] = member
-        self._protocol_support.update(member.protocol_names)
+        self._support(1, member.protocol_names)
         if member.group_instance_id is not None:
             self.static_members[member.group_instance_id] = member.member_id
         if self.leader_id is None:
@@ -114,7 +115,7 @@ class Group:
         member = self.members.pop(member_id, None)
         if member is None:
             return None
-        self._protocol_support.subtract(member.protocol_names)
+        self._support(-1, member.protocol_names)
         if member.join_ticket is not None:
             self._awaiting_join -= 1
         self.pending_sync.discard(member_id)
@@ -126,21 +127,21 @@ class Group:
         return member
 
     def update_protocols(self, member: Member, protocols: list[tuple[str, bytes]]) -> None:
-        self._protocol_support.subtract(member.protocol_names)
+        self._support(-1, member.protocol_names)
         member.update_protocols(protocols)
-        self._protocol_support.update(member.protocol_names)
+        self._support(1, member.protocol_names)
 
     def replace_static_member(self, old_id: str, new_member: Member) -> Member:
         """Give a static member's slot to a new member id, keeping its assignment and leadership."""
         old = self.members.pop(old_id)
-        self._protocol_support.subtract(old.protocol_names)
+        self._support(-1, old.protocol_names)
         if old.join_ticket is not None:
             self._awaiting_join -= 1
         if new_member.join_ticket is not None:
             self._awaiting_join += 1
         new_member.assignment = old.assignment
         self.members[new_member.member_id] = new_member
-        self._protocol_support.update(new_member.protocol_names)
+        self._support(1, new_member.protocol_names)
         assert new_member.group_instance_id is not None
         self.static_members[new_member.group_instance_id] = new_member.member_id
         if self.leader_id == old_id:
@@ -149,6 +150,13 @@ class Group:
             self.pending_sync.discard(old_id)
             self.pending_sync.add(new_member.member_id)
         return old
+
+    def _support(self, step: int, names: frozenset[str]) -> None:
+        # Counter.update and .subtract, by hand: they check for a mapping through an ABC,
+        # once per member joining a crowd.
+        support = self._protocol_support
+        for name in names:
+            support[name] = support.get(name, 0) + step
 
     def static_member_id(self, group_instance_id: str) -> str | None:
         return self.static_members.get(group_instance_id)
@@ -166,7 +174,7 @@ class Group:
         n = len(self.members)
         return {name for name, count in self._protocol_support.items() if count == n and n}
 
-    def supports_protocols(self, protocol_type: str, names: set[str]) -> bool:
+    def supports_protocols(self, protocol_type: str, names: Iterable[str]) -> bool:
         if not protocol_type or not names:
             return False
         if not self.members:
@@ -174,7 +182,12 @@ class Group:
         if protocol_type != self.protocol_type:
             return False
         n = len(self.members)
-        return any(self._protocol_support.get(name, 0) == n for name in names)
+        support = self._protocol_support
+        # A loop, not any() over a generator: every JoinGroup asks.
+        for name in names:  # noqa: SIM110
+            if support.get(name, 0) == n:
+                return True
+        return False
 
     def select_protocol(self) -> str:
         """The protocol chosen by vote: each member votes for its favourite candidate."""

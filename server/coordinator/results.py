@@ -56,7 +56,10 @@ class JoinMember:
     metadata: bytes
 
 
-@dataclass(slots=True, frozen=True)
+# JoinOutcome and SyncOutcome are not frozen, though never changed once made: a frozen
+# dataclass sets each field through object.__setattr__, and a large group's join phase makes
+# one of each per member at once.
+@dataclass(slots=True)
 class JoinOutcome:
     error: ErrorCode
     generation_id: int = -1
@@ -68,7 +71,7 @@ class JoinOutcome:
     skip_assignment: bool = False
 
 
-@dataclass(slots=True, frozen=True)
+@dataclass(slots=True)
 class SyncOutcome:
     error: ErrorCode
     protocol_type: str | None = None

@@ -595,3 +595,27 @@ def test_a_member_id_is_the_client_id_and_a_random_version_4_uuid() -> None:
         assert parsed.version == 4 and parsed.variant == uuid.RFC_4122
         variants.add(text[19])
     assert variants == set("89ab")  # the variant's two free values, all four drawn
+
+
+def test_a_forked_child_does_not_hand_out_its_parents_next_member_ids() -> None:
+    # Member ids come from a pool of random bytes; a fork copies the pool, and without
+    # forgetting it the child would give its members the ids the parent gives next.
+    import os
+
+    from minicoord.server.coordinator.classic.manager import random_member_id
+
+    random_member_id("c")  # the pool is filled and partly used
+    read_end, write_end = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: its next three ids, to the parent
+        try:
+            os.write(write_end, ",".join(random_member_id("c") for _ in range(3)).encode())
+        finally:
+            os._exit(0)
+    os.close(write_end)
+    with os.fdopen(read_end, "rb") as pipe:
+        child_ids = set(pipe.read().decode().split(","))
+    os.waitpid(pid, 0)
+    parent_ids = {random_member_id("c") for _ in range(3)}
+    assert len(child_ids) == 3
+    assert not child_ids & parent_ids

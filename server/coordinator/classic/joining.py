@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 from minicoord.protocol.errors import ErrorCode
 from minicoord.server.config import Config
 from minicoord.server.coordinator.group import Group
-from minicoord.server.coordinator.member import Member
+from minicoord.server.coordinator.member import Member, intern_protocols
 from minicoord.server.coordinator.results import (
     Effects,
     JoinMember,
@@ -87,7 +87,9 @@ class JoinPhase:
             return fail(ErrorCode.INCONSISTENT_GROUP_PROTOCOL)
         if rebalance_timeout_ms < 0:
             rebalance_timeout_ms = session_timeout_ms
-        names = {name for name, _ in protocols}
+        # The shared copy's names (the handler interned the protocols already): no set of
+        # its own per JoinGroup.
+        names = intern_protocols(protocols)[1]
 
         group = self.groups.get(group_id)
         if group is None:
