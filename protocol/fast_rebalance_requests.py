@@ -136,9 +136,27 @@ def _tags(buf: bytes, pos: int) -> int:
     return pos + 1 if buf[pos] == 0 else skip_tagged_fields(buf, pos)
 
 
+# First JoinGroups (no member id yet) read before, by version and whole body: a crowd of new
+# members sends the same bytes, each to be answered MEMBER_ID_REQUIRED, and shares the fields
+# read the first time (handlers never change a request). Later joins carry their member's id
+# and are not kept. Bounded by clearing, which only forgets.
+_FIRST_JOINS: dict[tuple[int, bytes], JoinGroupFields] = {}
+_FIRST_JOINS_MAX = 256
+
+
 def decode_join_request(body: bytes, version: int) -> JoinGroupFields:
+    key = (version, body)
+    seen = _FIRST_JOINS.get(key)
+    if seen is not None:
+        return seen
     common = _common_join_guarded(body, version)
-    return common if common is not None else _join_request_guarded(body, version)
+    if common is None:
+        return _join_request_guarded(body, version)
+    if not common.member_id and type(body) is bytes:
+        if len(_FIRST_JOINS) >= _FIRST_JOINS_MAX:
+            _FIRST_JOINS.clear()
+        _FIRST_JOINS[key] = common
+    return common
 
 
 def decode_sync_request(body: bytes, version: int) -> SyncGroupFields:

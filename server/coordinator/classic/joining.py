@@ -71,20 +71,17 @@ class JoinPhase:
         supports_skip_assignment: bool = False,
         reason: str | None = None,
     ) -> None:
-        def fail(error: ErrorCode) -> None:
-            fx.reply(ticket, JoinOutcome(error, member_id=member_id))
-
         if not group_id:
-            return fail(ErrorCode.INVALID_GROUP_ID)
+            return _refuse(fx, ticket, ErrorCode.INVALID_GROUP_ID, member_id)
         cfg = self.config
         if not (
             cfg.group_min_session_timeout_ms
             <= session_timeout_ms
             <= cfg.group_max_session_timeout_ms
         ):
-            return fail(ErrorCode.INVALID_SESSION_TIMEOUT)
+            return _refuse(fx, ticket, ErrorCode.INVALID_SESSION_TIMEOUT, member_id)
         if not protocol_type or not protocols:
-            return fail(ErrorCode.INCONSISTENT_GROUP_PROTOCOL)
+            return _refuse(fx, ticket, ErrorCode.INCONSISTENT_GROUP_PROTOCOL, member_id)
         if rebalance_timeout_ms < 0:
             rebalance_timeout_ms = session_timeout_ms
         # The shared copy's names (the handler interned the protocols already): no set of
@@ -94,29 +91,27 @@ class JoinPhase:
         group = self.groups.get(group_id)
         if group is None:
             if member_id:
-                return fail(ErrorCode.UNKNOWN_MEMBER_ID)
+                return _refuse(fx, ticket, ErrorCode.UNKNOWN_MEMBER_ID, member_id)
             group = self.get_or_create(group_id, now)
         if group.state is GroupState.DEAD:
             # The group is being deleted; the client rediscovers the coordinator and retries.
-            return fail(ErrorCode.COORDINATOR_NOT_AVAILABLE)
+            return _refuse(fx, ticket, ErrorCode.COORDINATOR_NOT_AVAILABLE, member_id)
         if not group.supports_protocols(protocol_type, names):
-            return fail(ErrorCode.INCONSISTENT_GROUP_PROTOCOL)
+            return _refuse(fx, ticket, ErrorCode.INCONSISTENT_GROUP_PROTOCOL, member_id)
 
-        def new_member(mid: str) -> Member:
-            return Member(
-                member_id=mid,
-                group_instance_id=group_instance_id,
-                client_id=client_id,
-                client_host=client_host,
-                rebalance_timeout_ms=rebalance_timeout_ms,
-                session_timeout_ms=session_timeout_ms,
-                protocol_type=protocol_type,
-                protocols=protocols,
-                last_heartbeat=now,
-                supports_skip_assignment=supports_skip_assignment,
-                is_new=True,
-                joined_at=now,
-            )
+        # What a member made by this join is made of, but its id (no closure: every JoinGroup
+        # would make one, and a cell for each of these).
+        fields = (
+            group_instance_id,
+            client_id,
+            client_host,
+            rebalance_timeout_ms,
+            session_timeout_ms,
+            protocol_type,
+            protocols,
+            now,
+            supports_skip_assignment,
+        )
 
         why = f"{reason} " if reason else ""
         if not member_id:
@@ -125,10 +120,10 @@ class JoinPhase:
                 if old_id is not None:
                     mid = self.new_member_id(client_id)
                     return self._replace_static_member(
-                        fx, now, group, old_id, new_member(mid), ticket
+                        fx, now, group, old_id, _new_member(mid, *fields), ticket
                     )
             if group.size >= cfg.group_max_size:
-                return fail(ErrorCode.GROUP_MAX_SIZE_REACHED)
+                return _refuse(fx, ticket, ErrorCode.GROUP_MAX_SIZE_REACHED, member_id)
             mid = self.new_member_id(client_id)
             if group_instance_id is None and require_known_member_id:
                 # KIP-394: the member must come back with this id, which lets the coordinator
@@ -139,7 +134,7 @@ class JoinPhase:
                 fx.reply(ticket, JoinOutcome(ErrorCode.MEMBER_ID_REQUIRED, member_id=mid))
                 return None
             return self._add_member_and_rebalance(
-                fx, now, group, new_member(mid), ticket, f"{why}new member {mid} joined"
+                fx, now, group, _new_member(mid, *fields), ticket, f"{why}new member {mid} joined"
             )
 
         if member_id in group.pending_members:
@@ -148,12 +143,17 @@ class JoinPhase:
                 # A fresh dict: an emptied one keeps the table it grew to, per group for good.
                 group.pending_members = {}
             return self._add_member_and_rebalance(
-                fx, now, group, new_member(member_id), ticket, f"{why}member {member_id} joined"
+                fx,
+                now,
+                group,
+                _new_member(member_id, *fields),
+                ticket,
+                f"{why}member {member_id} joined",
             )
 
         error = self.validate_member(group, member_id, group_instance_id)
         if error is not None:
-            return fail(error)
+            return _refuse(fx, ticket, error, member_id)
         member = group.members[member_id]
         member.last_heartbeat = now
         timeouts = (rebalance_timeout_ms, session_timeout_ms)
@@ -179,7 +179,7 @@ class JoinPhase:
             else:
                 fx.reply(ticket, self._join_outcome(group, member, include_members=False))
         else:
-            fail(ErrorCode.UNKNOWN_MEMBER_ID)
+            _refuse(fx, ticket, ErrorCode.UNKNOWN_MEMBER_ID, member_id)
         return None
 
     def validate_member(
@@ -465,3 +465,36 @@ class JoinPhase:
         group.rebalance_started_at = None
         group.rebalance_reason = ""
         announce_rebalance(event, self.rebalance_listeners)
+
+
+def _refuse(fx: Effects, ticket: Ticket, error: ErrorCode, member_id: str) -> None:
+    fx.reply(ticket, JoinOutcome(error, member_id=member_id))
+
+
+def _new_member(
+    member_id: str,
+    group_instance_id: str | None,
+    client_id: str,
+    client_host: str,
+    rebalance_timeout_ms: int,
+    session_timeout_ms: int,
+    protocol_type: str,
+    protocols: Protocols,
+    now: int,
+    supports_skip_assignment: bool,
+) -> Member:
+    """A member joining now, new to the group."""
+    return Member(
+        member_id=member_id,
+        group_instance_id=group_instance_id,
+        client_id=client_id,
+        client_host=client_host,
+        rebalance_timeout_ms=rebalance_timeout_ms,
+        session_timeout_ms=session_timeout_ms,
+        protocol_type=protocol_type,
+        protocols=protocols,  # type: ignore[arg-type]  # Member interns it as a tuple
+        last_heartbeat=now,
+        supports_skip_assignment=supports_skip_assignment,
+        is_new=True,
+        joined_at=now,
+    )

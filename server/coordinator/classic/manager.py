@@ -38,28 +38,21 @@ log = logging.getLogger("minicoord.coordinator")
 __all__ = ["GroupManager", "Protocols", "random_member_id"]
 
 
-# Random bytes drawn from the OS a page at a time and handed out 16 at a time: one
-# `getrandom` call per member id was a tenth of a first JoinGroup's cost, and a crowd of new
-# members asks for a thousand ids at once. Same source as os.urandom(16), never reused.
+# Random bytes drawn from the OS a page at a time, kept as hex text and handed out 16 bytes
+# (32 digits) at a time: one `getrandom` call and one `.hex()` per member id were a tenth of
+# a first JoinGroup's cost, and a crowd of new members asks for a thousand ids at once. The
+# same source as os.urandom(16); no digit is handed out twice.
 _RANDOM_POOL_BYTES = 4096
-_random_pool = b""
+_random_hex = ""
 _random_at = 0
-
-
-def _random_hex16() -> str:
-    global _random_pool, _random_at
-    at = _random_at
-    if at + 16 > len(_random_pool):
-        _random_pool = os.urandom(_RANDOM_POOL_BYTES)
-        at = 0
-    _random_at = at + 16
-    return _random_pool[at : at + 16].hex()
+# The variant nibble of an RFC 4122 UUID (10xx), for any random hex digit.
+_VARIANT = {digit: "89ab"[int(digit, 16) & 3] for digit in "0123456789abcdef"}
 
 
 def _forget_random_pool() -> None:
     # A forked child must not hand out the ids its parent has yet to.
-    global _random_pool, _random_at
-    _random_pool, _random_at = b"", 0
+    global _random_hex, _random_at
+    _random_hex, _random_at = "", 0
 
 
 os.register_at_fork(after_in_child=_forget_random_pool)
@@ -69,9 +62,14 @@ def random_member_id(client_id: str) -> str:
     """`client_id-UUID`, as Kafka names a member (a random, version 4 UUID), written from 16
     random bytes without a `uuid.UUID`: that object is most of a new member's id's cost, and
     a crowd of new members asks for a thousand ids at once."""
-    h = _random_hex16()
-    variant = "89ab"[int(h[16], 16) & 3]
-    return f"{client_id}-{h[:8]}-{h[8:12]}-4{h[13:16]}-{variant}{h[17:20]}-{h[20:]}"
+    global _random_hex, _random_at
+    at = _random_at
+    if at + 32 > len(_random_hex):
+        _random_hex = os.urandom(_RANDOM_POOL_BYTES).hex()
+        at = 0
+    _random_at = at + 32
+    h = _random_hex[at : at + 32]
+    return f"{client_id}-{h[:8]}-{h[8:12]}-4{h[13:16]}-{_VARIANT[h[16]]}{h[17:20]}-{h[20:]}"
 
 
 class GroupManager(JoinPhase):
