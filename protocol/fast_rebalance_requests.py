@@ -46,12 +46,6 @@ class JoinGroupFields:
 
 
 @dataclass(slots=True)
-class SyncAssignment:
-    member_id: str
-    assignment: bytes
-
-
-@dataclass(slots=True)
 class SyncGroupFields:
     group_id: str
     generation_id: int
@@ -59,7 +53,9 @@ class SyncGroupFields:
     group_instance_id: str | None
     protocol_type: str | None
     protocol_name: str | None
-    assignments: list[SyncAssignment]
+    # (member id, assignment) pairs, as sent: the leader's names every member, and pairs are
+    # what the coordinator's dict of assignments is made from with no object per member.
+    assignments: list[tuple[str, bytes]]
 
 
 # Each reader takes the body and a position and returns (value, next position). Compact
@@ -100,16 +96,13 @@ def _compact_string(buf: bytes, pos: int) -> tuple[str | None, int]:
     return str(raw, "utf-8"), pos
 
 
-def _classic_length(buf: bytes, pos: int) -> tuple[int, int]:
-    (n,) = _I32.unpack_from(buf, pos)
-    return n, pos + 4
-
-
 def _named_bytes(buf: bytes, pos: int, compact: bool) -> tuple[list[tuple[str, bytes]], int]:
     """An array of (string, bytes) entries, neither null: JoinGroup's protocols (name,
     metadata) and SyncGroup's assignments (member id, assignment)."""
-    string = _compact_string if compact else _classic_string
-    length = _compact_length if compact else _classic_length
+    if not compact:
+        return _classic_named_bytes(buf, pos)
+    string = _compact_string
+    length = _compact_length
     count, pos = length(buf, pos)
     if count < 0:
         raise RebalanceDecodeError("null where an array is required")
@@ -123,6 +116,34 @@ def _named_bytes(buf: bytes, pos: int, compact: bool) -> tuple[list[tuple[str, b
         if compact:
             pos = _tags(buf, pos)
         entries.append((_required(name), bytes(raw)))
+    return entries, pos
+
+
+def _classic_named_bytes(buf: bytes, pos: int) -> tuple[list[tuple[str, bytes]], int]:
+    """`_named_bytes` at a classic version, read with no call per field: a leader's
+    SyncGroup names every member of the group."""
+    (count,) = _I32.unpack_from(buf, pos)
+    pos += 4
+    if count < 0:
+        raise RebalanceDecodeError("null where an array is required")
+    unpack_i16 = _I16.unpack_from
+    unpack_i32 = _I32.unpack_from
+    size = len(buf)
+    entries = []
+    for _ in range(count):
+        (n,) = unpack_i16(buf, pos)
+        pos += 2
+        end = pos + n
+        if n < 0 or end > size:
+            raise RebalanceDecodeError(f"string length {n} at {pos - 2} of {size}")
+        name = str(buf[pos:end], "utf-8")
+        (n,) = unpack_i32(buf, end)
+        pos = end + 4
+        end = pos + n
+        if n < 0 or end > size:
+            raise RebalanceDecodeError(f"bytes length {n} at {pos - 4} of {size}")
+        entries.append((name, bytes(buf[pos:end])))
+        pos = end
     return entries, pos
 
 
@@ -309,8 +330,7 @@ def _sync_request(buf: bytes, version: int) -> SyncGroupFields:
     if version >= 5:
         protocol_type, pos = string(buf, pos)
         protocol_name, pos = string(buf, pos)
-    entries, pos = _named_bytes(buf, pos, compact)
-    assignments = [SyncAssignment(member, assignment) for member, assignment in entries]
+    assignments, pos = _named_bytes(buf, pos, compact)
     if compact:
         _tags(buf, pos)
     return SyncGroupFields(

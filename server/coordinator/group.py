@@ -7,7 +7,13 @@ from collections.abc import Iterable
 from typing import TYPE_CHECKING, TypeGuard
 
 from minicoord.server.coordinator.member import Member
-from minicoord.server.coordinator.state import GroupState, check_transition
+from minicoord.server.coordinator.state import (
+    COMPLETING_REBALANCE,
+    EMPTY,
+    STABLE,
+    GroupState,
+    check_transition,
+)
 
 if TYPE_CHECKING:
     from minicoord.server.coordinator.consumer.group import ConsumerGroup
@@ -83,7 +89,7 @@ class Group:
 
     @property
     def can_rebalance(self) -> bool:
-        return self.state in (GroupState.STABLE, GroupState.COMPLETING_REBALANCE, GroupState.EMPTY)
+        return self.state in (STABLE, COMPLETING_REBALANCE, EMPTY)
 
     # -- membership -----------------------------------------------------------------------
 

@@ -37,7 +37,7 @@ def handle(ctx: RequestContext, request: Any) -> Any:
         group_instance_id=request.group_instance_id if version >= 3 else None,
         protocol_type=request.protocol_type if version >= 5 else None,
         protocol_name=request.protocol_name if version >= 5 else None,
-        assignments={a.member_id: bytes(a.assignment) for a in request.assignments},
+        assignments=dict(request.assignments),
     )
     broker.apply(result)
     return parked

@@ -25,10 +25,19 @@ from minicoord.server.coordinator.results import (
     Ticket,
     announce_rebalance,
 )
-from minicoord.server.coordinator.state import GroupState
+from minicoord.server.coordinator.state import (
+    COMPLETING_REBALANCE,
+    DEAD,
+    EMPTY,
+    PREPARING_REBALANCE,
+    STABLE,
+    GroupState,
+)
 from minicoord.server.coordinator.timers import TimerQueue
 
 log = logging.getLogger("minicoord.coordinator")
+# Read per member answered (see state.py on enum members in 3.11).
+_NONE = ErrorCode.NONE
 
 Protocols = list[tuple[str, bytes]]
 
@@ -93,7 +102,7 @@ class JoinPhase:
             if member_id:
                 return _refuse(fx, ticket, ErrorCode.UNKNOWN_MEMBER_ID, member_id)
             group = self.get_or_create(group_id, now)
-        if group.state is GroupState.DEAD:
+        if group.state is DEAD:
             # The group is being deleted; the client rediscovers the coordinator and retries.
             return _refuse(fx, ticket, ErrorCode.COORDINATOR_NOT_AVAILABLE, member_id)
         if not group.supports_protocols(protocol_type, names):
@@ -158,11 +167,11 @@ class JoinPhase:
         member.last_heartbeat = now
         timeouts = (rebalance_timeout_ms, session_timeout_ms)
         state = group.state
-        if state is GroupState.PREPARING_REBALANCE:
+        if state is PREPARING_REBALANCE:
             self._update_member_and_rebalance(
                 fx, now, group, member, protocols, timeouts, ticket, why
             )
-        elif state is GroupState.COMPLETING_REBALANCE:
+        elif state is COMPLETING_REBALANCE:
             if member.matches(protocols):
                 # A retry of a join whose answer was lost: answer it again.
                 fx.reply(ticket, self._join_outcome(group, member))
@@ -170,7 +179,7 @@ class JoinPhase:
                 self._update_member_and_rebalance(
                     fx, now, group, member, protocols, timeouts, ticket, why
                 )
-        elif state is GroupState.STABLE:
+        elif state is STABLE:
             if group.is_leader(member_id) or not member.matches(protocols):
                 # A leader's rejoin means it wants a new assignment (e.g. its metadata changed).
                 self._update_member_and_rebalance(
@@ -301,7 +310,7 @@ class JoinPhase:
     def _maybe_prepare_rebalance(self, fx: Effects, now: int, group: Group, reason: str) -> None:
         if group.can_rebalance:
             self._prepare_rebalance(fx, now, group, reason)
-        elif group.state is GroupState.PREPARING_REBALANCE:
+        elif group.state is PREPARING_REBALANCE:
             self._try_complete_join(fx, now, group)
 
     def _prepare_rebalance(self, fx: Effects, now: int, group: Group, reason: str) -> None:
@@ -377,7 +386,7 @@ class JoinPhase:
 
     def _try_complete_join(self, fx: Effects, now: int, group: Group) -> None:
         if (
-            group.state is GroupState.PREPARING_REBALANCE
+            group.state is PREPARING_REBALANCE
             and not group.in_initial_delay
             and group.has_all_members_joined()
         ):
@@ -408,13 +417,13 @@ class JoinPhase:
         if not group.members:
             group.protocol_name = None
             group.leader_id = None
-            group.transition(GroupState.EMPTY, now)
+            group.transition(EMPTY, now)
             log.info("group %s: generation %d is empty", group.group_id, group.generation_id)
             self._persist_group(fx, now, group)
             self._rebalance_done(group, now)
             return
         group.protocol_name = group.select_protocol()
-        group.transition(GroupState.COMPLETING_REBALANCE, now)
+        group.transition(COMPLETING_REBALANCE, now)
         log.info(
             "group %s: generation %d with %d members, protocol %s, leader %s",
             group.group_id,
@@ -434,7 +443,7 @@ class JoinPhase:
             fx.reply(
                 ticket,
                 JoinOutcome(
-                    ErrorCode.NONE,
+                    _NONE,
                     generation_id=group.generation_id,
                     protocol_type=group.protocol_type,
                     protocol_name=group.protocol_name,

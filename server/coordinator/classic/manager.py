@@ -30,10 +30,12 @@ from minicoord.server.coordinator.results import (
     SyncOutcome,
     Ticket,
 )
-from minicoord.server.coordinator.state import GroupState
+from minicoord.server.coordinator.state import DEAD, EMPTY, PREPARING_REBALANCE, STABLE, GroupState
 from minicoord.server.coordinator.timers import TimerQueue
 
 log = logging.getLogger("minicoord.coordinator")
+# Read per member answered (see state.py on enum members in 3.11).
+_NONE = ErrorCode.NONE
 
 __all__ = ["GroupManager", "Protocols", "random_member_id"]
 
@@ -162,39 +164,36 @@ class GroupManager(JoinPhase):
         protocol_name: str | None,
         assignments: dict[str, bytes],
     ) -> None:
-        def fail(error: ErrorCode) -> None:
-            fx.reply(ticket, SyncOutcome(error))
-
         if not group_id:
-            return fail(ErrorCode.INVALID_GROUP_ID)
+            return fx.reply(ticket, SyncOutcome(ErrorCode.INVALID_GROUP_ID))
         group = self.groups.get(group_id)
         if group is None:
-            return fail(ErrorCode.UNKNOWN_MEMBER_ID)
-        if group.state is GroupState.DEAD:
-            return fail(ErrorCode.COORDINATOR_NOT_AVAILABLE)
+            return fx.reply(ticket, SyncOutcome(ErrorCode.UNKNOWN_MEMBER_ID))
+        if group.state is DEAD:
+            return fx.reply(ticket, SyncOutcome(ErrorCode.COORDINATOR_NOT_AVAILABLE))
         error = self.validate_member(group, member_id, group_instance_id)
         if error is not None:
-            return fail(error)
+            return fx.reply(ticket, SyncOutcome(error))
         if generation_id != group.generation_id:
-            return fail(ErrorCode.ILLEGAL_GENERATION)
+            return fx.reply(ticket, SyncOutcome(ErrorCode.ILLEGAL_GENERATION))
         # SyncGroup v5 names the protocol the member thinks was chosen.
         if (protocol_type is not None and protocol_type != group.protocol_type) or (
             protocol_name is not None and protocol_name != group.protocol_name
         ):
-            return fail(ErrorCode.INCONSISTENT_GROUP_PROTOCOL)
+            return fx.reply(ticket, SyncOutcome(ErrorCode.INCONSISTENT_GROUP_PROTOCOL))
         member = group.members[member_id]
         member.last_heartbeat = now
         state = group.state
-        if state is GroupState.PREPARING_REBALANCE:
-            return fail(ErrorCode.REBALANCE_IN_PROGRESS)
-        if state is GroupState.EMPTY:
-            return fail(ErrorCode.UNKNOWN_MEMBER_ID)
+        if state is PREPARING_REBALANCE:
+            return fx.reply(ticket, SyncOutcome(ErrorCode.REBALANCE_IN_PROGRESS))
+        if state is EMPTY:
+            return fx.reply(ticket, SyncOutcome(ErrorCode.UNKNOWN_MEMBER_ID))
         group.pending_sync.discard(member_id)
         if not group.pending_sync:
             # A fresh set: an emptied one keeps the table it grew to, per group for good.
             group.pending_sync = set()
             self.timers.cancel(("sync", group_id))
-        if state is GroupState.STABLE:
+        if state is STABLE:
             fx.reply(ticket, self._sync_outcome(group, member))
             return None
         # CompletingRebalance: followers wait for the leader's assignment.
@@ -205,7 +204,7 @@ class GroupManager(JoinPhase):
             for m in group.members.values():
                 m.assignment = assignments.get(m.member_id, b"")
             self._persist_group(fx, now, group)
-            group.transition(GroupState.STABLE, now)
+            group.transition(STABLE, now)
             log.info(
                 "group %s: generation %d is Stable with %d members",
                 group.group_id,
@@ -224,7 +223,7 @@ class GroupManager(JoinPhase):
 
     def _sync_outcome(self, group: Group, member: Member) -> SyncOutcome:
         return SyncOutcome(
-            ErrorCode.NONE,
+            _NONE,
             protocol_type=group.protocol_type,
             protocol_name=group.protocol_name,
             assignment=member.assignment,
@@ -262,7 +261,7 @@ class GroupManager(JoinPhase):
         if group is None:
             return ErrorCode.UNKNOWN_MEMBER_ID if group_id else ErrorCode.INVALID_GROUP_ID
         state = group.state
-        if state is GroupState.DEAD:
+        if state is DEAD:
             return ErrorCode.COORDINATOR_NOT_AVAILABLE
         member = group.members.get(member_id)
         if group_instance_id is not None or member is None:
@@ -273,11 +272,11 @@ class GroupManager(JoinPhase):
         if generation_id != group.generation_id:
             return ErrorCode.ILLEGAL_GENERATION
         member.last_heartbeat = now
-        if state is GroupState.PREPARING_REBALANCE:
+        if state is PREPARING_REBALANCE:
             return ErrorCode.REBALANCE_IN_PROGRESS
-        if state is GroupState.EMPTY:
+        if state is EMPTY:
             return ErrorCode.UNKNOWN_MEMBER_ID
-        return ErrorCode.NONE
+        return _NONE
 
     def _schedule_session_check(self, group: Group, deadline: int) -> None:
         """Have the group's member sessions looked at by `deadline`.
