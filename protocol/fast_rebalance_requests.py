@@ -28,12 +28,6 @@ class RebalanceDecodeError(ValueError):
 
 
 @dataclass(slots=True)
-class JoinProtocol:
-    name: str
-    metadata: bytes
-
-
-@dataclass(slots=True)
 class JoinGroupFields:
     group_id: str
     session_timeout_ms: int
@@ -41,7 +35,9 @@ class JoinGroupFields:
     member_id: str
     group_instance_id: str | None
     protocol_type: str
-    protocols: list[JoinProtocol]
+    # (name, metadata) pairs in the member's order of preference: the shape the coordinator
+    # keeps (and shares between members) with no object per protocol.
+    protocols: tuple[tuple[str, bytes], ...]
     reason: str | None
 
 
@@ -255,7 +251,7 @@ def _common_join(buf: bytes, version: int) -> JoinGroupFields | None:
             if buf[pos] != 0:
                 return None  # tagged fields
             pos += 1
-        protocols.append(JoinProtocol(name, metadata))
+        protocols.append((name, metadata))
     reason = None
     if version >= 8:  # compact: why the member (re)joins, as the Java client says
         n = buf[pos] - 1
@@ -278,7 +274,7 @@ def _common_join(buf: bytes, version: int) -> JoinGroupFields | None:
         member_id,
         None,
         protocol_type,
-        protocols,
+        tuple(protocols),
         reason,
     )
 
@@ -300,7 +296,7 @@ def _join_request(buf: bytes, version: int) -> JoinGroupFields:
         instance_id, pos = string(buf, pos)
     protocol_type, pos = string(buf, pos)
     entries, pos = _named_bytes(buf, pos, compact)
-    protocols = [JoinProtocol(name, metadata) for name, metadata in entries]
+    protocols = tuple(entries)
     reason = None
     if version >= 8:
         reason, pos = string(buf, pos)

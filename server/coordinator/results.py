@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
 from minicoord.protocol.errors import ErrorCode
@@ -18,12 +18,19 @@ rebalance_log = logging.getLogger("minicoord.rebalance")
 Ticket = Any
 
 
-@dataclass(slots=True)
 class Effects:
     """Accumulates the side effects of one coordinator call."""
 
-    replies: list[tuple[Ticket, Any]] = field(default_factory=list)
-    records: list[tuple[int, Record]] = field(default_factory=list)
+    __slots__ = ("records", "replies")
+
+    def __init__(self) -> None:
+        # By hand, not a dataclass with default factories: that __init__ took 500 ns, and
+        # every coordinator call (each JoinGroup, SyncGroup, commit) makes one.
+        self.replies: list[tuple[Ticket, Any]] = []
+        self.records: list[tuple[int, Record]] = []
+
+    def __repr__(self) -> str:
+        return f"Effects(replies={self.replies!r}, records={self.records!r})"
 
     def reply(self, ticket: Ticket, outcome: Any) -> None:
         if ticket is not None:

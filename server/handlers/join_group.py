@@ -29,7 +29,7 @@ def handle(ctx: RequestContext, request: Any) -> Any:
     group_id = request.group_id
     # The members' shared copy (most members of a group send the same protocols): what a
     # waiting join holds for its refusal line costs nothing of its own.
-    protocols, _ = intern_protocols([(p.name, bytes(p.metadata)) for p in request.protocols])
+    protocols, _ = intern_protocols(request.protocols)
     parked = ctx.adopt(
         JoinReply(ctx, group_id, request.session_timeout_ms, request.protocol_type, protocols)
     )
