@@ -56,7 +56,7 @@ class Result(Generic[T]):
         return None
 
 
-@dataclass(slots=True, frozen=True)
+@dataclass(slots=True)  # not frozen: a leader's answer lists every member (see JoinOutcome)
 class JoinMember:
     member_id: str
     group_instance_id: str | None
