@@ -19,13 +19,14 @@ from minicoord.server.coordinator.group import Group, is_consumer_group
 from minicoord.server.coordinator.offsets import CommittedOffset, OffsetsManager, TopicPartition
 from minicoord.server.coordinator.partition_status import PartitionStatus
 from minicoord.server.coordinator.results import Effects, Result
-from minicoord.server.coordinator.state import GroupState
+from minicoord.server.coordinator.state import STABLE, GroupState
 
 if TYPE_CHECKING:
     from minicoord.server.coordinator.consumer.group import ConsumerGroup
     from minicoord.server.coordinator.consumer.manager import ConsumerGroupManager
 
-STABLE = GroupState.STABLE
+# Read on every commit (see state.py on Python 3.11's slow `Enum.X` reads).
+_NONE = ErrorCode.NONE
 
 
 # Not frozen, though never changed once made: a frozen dataclass sets each field
@@ -178,7 +179,7 @@ class OffsetRequests:
                 self.offsets.commit(
                     records, group.partition, group_id, topic, index, offset, leader_epoch, "", now
                 )
-                return ErrorCode.NONE
+                return _NONE
         error = self._commit_refused(now, group_id, generation_id, member_id, None, version)
         if error is not None:
             return error
@@ -193,7 +194,7 @@ class OffsetRequests:
             "",
             now,
         )
-        return ErrorCode.NONE
+        return _NONE
 
     def _commit_refused(
         self,

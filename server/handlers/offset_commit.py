@@ -58,7 +58,7 @@ def _one_partition(ctx: RequestContext, request: OneCommit) -> Any:
     response = EncodedResponse(
         fast_offset_commit.encode_one(version, request.name, None, index, error), 0
     )
-    if error is ErrorCode.NONE and broker.write_before_answer(ctx.channel):
+    if not error and broker.write_before_answer(ctx.channel):  # NONE is 0
         return response
     # Refused (nothing written), or a record to wait for (an fsync, an answer off the turn):
     # its record is already pending, so `_answer` parks the answer behind it.

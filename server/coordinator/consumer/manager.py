@@ -47,6 +47,10 @@ from minicoord.server.coordinator.results import (
 from minicoord.server.coordinator.timers import TimerQueue
 
 log = logging.getLogger("minicoord.coordinator")
+# Read on every steady heartbeat: enum members as module names (see classic's state.py on
+# Python 3.11's slow `Enum.X` reads).
+_STABLE = MemberState.STABLE
+_NONE = ErrorCode.NONE
 
 
 class ConsumerGroupManager(MemberLifecycle, EpochsAndTargets):
@@ -184,7 +188,7 @@ class ConsumerGroupManager(MemberLifecycle, EpochsAndTargets):
         if (
             member is None
             or member.epoch != epoch
-            or member.state is not MemberState.STABLE
+            or member.state is not _STABLE
             or member.epoch != group.assignment_epoch
             or member.classic is not None
             or member.instance_id != instance_id
@@ -195,7 +199,7 @@ class ConsumerGroupManager(MemberLifecycle, EpochsAndTargets):
         self._schedule_session(group, member, now)
         # Positional: a dataclass's __init__ takes keywords at twice the cost, on every beat.
         return HeartbeatOutcome(
-            ErrorCode.NONE,
+            _NONE,
             None,
             member.member_id,
             member.epoch,
