@@ -155,8 +155,9 @@ def _tags(buf: bytes, pos: int) -> int:
 
 # First JoinGroups (no member id yet) read before, by version and whole body: a crowd of new
 # members sends the same bytes, each to be answered MEMBER_ID_REQUIRED, and shares the fields
-# read the first time (handlers never change a request). Later joins carry their member's id
-# and are not kept. Bounded by clearing, which only forgets.
+# read the first time (handlers never change a request). Each then rejoins with the same
+# bytes but for the member id it was given, and is read as that first join with its id
+# (`_known_rejoin`). Bounded by clearing, which only forgets.
 _FIRST_JOINS: dict[tuple[int, bytes], JoinGroupFields] = {}
 _FIRST_JOINS_MAX = 256
 
@@ -166,6 +167,10 @@ def decode_join_request(body: bytes, version: int) -> JoinGroupFields:
     seen = _FIRST_JOINS.get(key)
     if seen is not None:
         return seen
+    if _FIRST_JOINS and type(body) is bytes:
+        known = _known_rejoin(body, version)
+        if known is not None:
+            return known
     common = _common_join_guarded(body, version)
     if common is None:
         return _join_request_guarded(body, version)
@@ -174,6 +179,50 @@ def decode_join_request(body: bytes, version: int) -> JoinGroupFields:
             _FIRST_JOINS.clear()
         _FIRST_JOINS[key] = common
     return common
+
+
+def _known_rejoin(buf: bytes, version: int) -> JoinGroupFields | None:
+    """A JoinGroup that is a first join read before but for a member id (under 127 bytes)
+    in place of the empty one: that join's fields with this id. None for anything else,
+    damage included, which the readers then judge. The bytes before and after the id are
+    the first join's, so they read as they did."""
+    try:
+        if version >= JOIN_FLEXIBLE_FROM:
+            if not 0 < buf[0] < 0x80:  # a group id the first join's reader would not take
+                return None
+            at = buf[0] + 8  # past the group id (length + 1, then the text) and timeouts
+            n = buf[at] - 1
+            if not 0 < n < 0x7F:
+                return None
+            start = at + 1
+            empty = b"\x01"
+        else:
+            (n,) = _I16.unpack_from(buf, 0)
+            if n < 0:
+                return None
+            at = 2 + n + (8 if version >= 1 else 4)
+            (n,) = _I16.unpack_from(buf, at)
+            start = at + 2
+            empty = b"\x00\x00"
+        end = start + n
+        if n <= 0 or end > len(buf):
+            return None
+        first = _FIRST_JOINS.get((version, buf[:at] + empty + buf[end:]))
+        if first is None:
+            return None
+        member_id = str(buf[start:end], "utf-8")
+    except (IndexError, struct.error, UnicodeDecodeError):
+        return None
+    return JoinGroupFields(
+        first.group_id,
+        first.session_timeout_ms,
+        first.rebalance_timeout_ms,
+        member_id,
+        None,
+        first.protocol_type,
+        first.protocols,
+        first.reason,
+    )
 
 
 def decode_sync_request(body: bytes, version: int) -> SyncGroupFields:

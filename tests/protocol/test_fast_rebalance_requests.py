@@ -196,6 +196,23 @@ def test_a_first_join_read_again_reads_as_its_own_version_does(
             refused_or_read_the_same(body, other, JoinGroupRequest, decode_join_request, join_read)
 
 
+@given(st.integers(0, 9), join_fields, text, *damage)
+def test_a_rejoin_read_through_its_first_join_reads_as_the_generated_codec_reads_it(
+    version: int, fields: tuple[Any, ...], member_id: str, where: int, byte: int, truncate: bool
+) -> None:
+    # A rejoin is read as the first join it repeats (kept by its bytes) with its own member
+    # id: whole, it must read as the generated codec reads it, and damaged, be refused or
+    # read the same; nor may it borrow a first join of another version.
+    first = join_body(version, (*fields[:3], "", *fields[4:]))
+    for other in range(10):
+        refused_or_read_the_same(first, other, JoinGroupRequest, decode_join_request, join_read)
+    rejoin = join_body(version, (*fields[:3], member_id, *fields[4:]))
+    for other in range(10):
+        refused_or_read_the_same(rejoin, other, JoinGroupRequest, decode_join_request, join_read)
+    raw = damaged(rejoin, where, byte, truncate)
+    refused_or_read_the_same(raw, version, JoinGroupRequest, decode_join_request, join_read)
+
+
 def test_a_thousand_member_leader_sync_reads_the_same() -> None:
     assigned = [(f"consumer-{i}-{'0' * 36}", b"\x00\x03" + b"a" * 60) for i in range(1000)]
     for version in (3, 5):
