@@ -42,6 +42,13 @@ class JoinMember(Protocol):
     def metadata(self) -> bytes: ...
 
 
+# The part of a JoinGroup answer before the member id, by everything it is made of: every
+# MEMBER_ID_REQUIRED answer of a crowd shares one, and so does every follower's answer of a
+# generation, so a thousand answers pack it once. Bounded by clearing, which only forgets.
+_JOIN_HEADS: dict[tuple[object, ...], bytes] = {}
+_JOIN_HEADS_MAX = 256
+
+
 def encode_join_response(
     version: int,
     error: int,
@@ -57,19 +64,18 @@ def encode_join_response(
     nullable (the handler answers "" there, as Kafka does)."""
     flexible = version >= JOIN_FLEXIBLE_FROM
     string = write_compact_string if flexible else write_string
-    if version >= 2:
-        parts = [_THROTTLE_ERROR_GENERATION.pack(0, error, generation_id)]
-    else:
-        parts = [_ERROR_GENERATION.pack(error, generation_id)]
-    if version >= 7:
-        parts.append(string(protocol_type))
-    if protocol_name is None and version < 7:
-        raise ValueError("protocol_name is not nullable before v7")
-    parts.append(string(protocol_name))
-    parts.append(string(leader))
-    if version >= 9:
-        parts.append(b"\x01" if skip_assignment else b"\x00")
-    parts.append(string(member_id))
+    key = (version, error, generation_id, protocol_type, protocol_name, leader, skip_assignment)
+    head = _JOIN_HEADS.get(key)
+    if head is None:
+        head = _join_head(version, error, generation_id, protocol_type, protocol_name, leader)
+        if version >= 9:
+            head += b"\x01" if skip_assignment else b"\x00"
+        if len(_JOIN_HEADS) >= _JOIN_HEADS_MAX:
+            _JOIN_HEADS.clear()
+        _JOIN_HEADS[key] = head
+    if not members:  # every answer but the leader's
+        return head + string(member_id) + (b"\x01\x00" if flexible else b"\x00\x00\x00\x00")
+    parts = [head, string(member_id)]
     with_instance = version >= 5
     if flexible:
         parts.append(write_uvarint(len(members) + 1))
@@ -91,6 +97,28 @@ def encode_join_response(
                 parts.append(write_string(m.group_instance_id))
             parts.append(_I32.pack(len(metadata)))
             parts.append(metadata)
+    return b"".join(parts)
+
+
+def _join_head(
+    version: int,
+    error: int,
+    generation_id: int,
+    protocol_type: str | None,
+    protocol_name: str | None,
+    leader: str,
+) -> bytes:
+    string = write_compact_string if version >= JOIN_FLEXIBLE_FROM else write_string
+    if version >= 2:
+        parts = [_THROTTLE_ERROR_GENERATION.pack(0, error, generation_id)]
+    else:
+        parts = [_ERROR_GENERATION.pack(error, generation_id)]
+    if version >= 7:
+        parts.append(string(protocol_type))
+    if protocol_name is None and version < 7:
+        raise ValueError("protocol_name is not nullable before v7")
+    parts.append(string(protocol_name))
+    parts.append(string(leader))
     return b"".join(parts)
 
 

@@ -84,6 +84,47 @@ def test_join_encoding_is_byte_equal(
     ]
 
 
+@given(
+    st.integers(0, 9),
+    st.sampled_from(list(ErrorCode)),
+    int32,
+    st.none() | text,
+    text,
+    text,
+    st.booleans(),
+    st.lists(text, min_size=2, max_size=4),
+)
+def test_answers_sharing_all_but_the_member_id_are_each_byte_equal(
+    version: int,
+    error: ErrorCode,
+    generation: int,
+    protocol_type: str | None,
+    protocol_name: str,
+    leader: str,
+    skip: bool,
+    member_ids: list[str],
+) -> None:
+    # A generation's followers (and a crowd's MEMBER_ID_REQUIRED answers) share the part
+    # before the member id, packed once: each answer must still be its own.
+    for member_id in member_ids:
+        expected = JoinGroupResponse(
+            version=version,
+            throttle_time_ms=0,
+            error_code=error,
+            generation_id=generation,
+            protocol_type=protocol_type,
+            protocol_name=protocol_name,
+            leader=leader,
+            skip_assignment=skip,
+            member_id=member_id,
+            members=[],
+        ).encode(version=version)
+        fast = encode_join_response(
+            version, error, generation, protocol_type, protocol_name, leader, skip, member_id, []
+        )
+        assert fast == bytes(expected)
+
+
 def test_a_thousand_member_leader_answer_is_byte_equal() -> None:
     listed = [
         Member(f"consumer-{i}-{'0' * 36}", None, b"\x00\x03" + b"m" * 40) for i in range(1000)
