@@ -67,7 +67,8 @@ class Member:
     protocol_names: frozenset[str] = field(default=frozenset())
 
     def __post_init__(self) -> None:
-        self.protocols, self.protocol_names = intern_protocols(self.protocols)
+        if not self.protocol_names:  # given with the shared protocols by a JoinGroup
+            self.protocols, self.protocol_names = intern_protocols(self.protocols)
         # Shared with every member (and connection) that has the same: thousands of members
         # of one application hold one copy, not one each.
         self.client_id = sys.intern(self.client_id)

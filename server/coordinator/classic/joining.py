@@ -16,6 +16,7 @@ from minicoord.protocol.errors import ErrorCode
 from minicoord.server.config import Config
 from minicoord.server.coordinator.group import Group
 from minicoord.server.coordinator.member import Member, intern_protocols
+from minicoord.server.coordinator.member import Protocols as SharedProtocols
 from minicoord.server.coordinator.results import (
     Effects,
     JoinMember,
@@ -93,9 +94,9 @@ class JoinPhase:
             return _refuse(fx, ticket, ErrorCode.INCONSISTENT_GROUP_PROTOCOL, member_id)
         if rebalance_timeout_ms < 0:
             rebalance_timeout_ms = session_timeout_ms
-        # The shared copy's names (the handler interned the protocols already): no set of
-        # its own per JoinGroup.
-        names = intern_protocols(protocols)[1]
+        # The shared copy (the handler interned the protocols already) and its names: no
+        # set of its own per JoinGroup.
+        shared, names = intern_protocols(protocols)
 
         group = self.groups.get(group_id)
         if group is None:
@@ -117,7 +118,8 @@ class JoinPhase:
             rebalance_timeout_ms,
             session_timeout_ms,
             protocol_type,
-            protocols,
+            shared,
+            names,
             now,
             supports_skip_assignment,
         )
@@ -488,7 +490,8 @@ def _new_member(
     rebalance_timeout_ms: int,
     session_timeout_ms: int,
     protocol_type: str,
-    protocols: Protocols,
+    protocols: SharedProtocols,
+    protocol_names: frozenset[str],
     now: int,
     supports_skip_assignment: bool,
 ) -> Member:
@@ -501,7 +504,8 @@ def _new_member(
         rebalance_timeout_ms=rebalance_timeout_ms,
         session_timeout_ms=session_timeout_ms,
         protocol_type=protocol_type,
-        protocols=protocols,  # type: ignore[arg-type]  # Member interns it as a tuple
+        protocols=protocols,
+        protocol_names=protocol_names,
         last_heartbeat=now,
         supports_skip_assignment=supports_skip_assignment,
         is_new=True,
