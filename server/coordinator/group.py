@@ -6,7 +6,7 @@ from collections import Counter
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, TypeGuard
 
-from minicoord.server.coordinator.member import Member
+from minicoord.server.coordinator.member import Member, Protocols
 from minicoord.server.coordinator.state import (
     COMPLETING_REBALANCE,
     EMPTY,
@@ -132,7 +132,9 @@ class Group:
             self.leader_id = next(iter(self.members), None)
         return member
 
-    def update_protocols(self, member: Member, protocols: list[tuple[str, bytes]]) -> None:
+    def update_protocols(
+        self, member: Member, protocols: list[tuple[str, bytes]] | Protocols
+    ) -> None:
         self._support(-1, member.protocol_names)
         member.update_protocols(protocols)
         self._support(1, member.protocol_names)

@@ -170,22 +170,20 @@ class JoinPhase:
         timeouts = (rebalance_timeout_ms, session_timeout_ms)
         state = group.state
         if state is PREPARING_REBALANCE:
-            self._update_member_and_rebalance(
-                fx, now, group, member, protocols, timeouts, ticket, why
-            )
+            self._update_member_and_rebalance(fx, now, group, member, shared, timeouts, ticket, why)
         elif state is COMPLETING_REBALANCE:
-            if member.matches(protocols):
+            if member.matches(shared):
                 # A retry of a join whose answer was lost: answer it again.
                 fx.reply(ticket, self._join_outcome(group, member))
             else:
                 self._update_member_and_rebalance(
-                    fx, now, group, member, protocols, timeouts, ticket, why
+                    fx, now, group, member, shared, timeouts, ticket, why
                 )
         elif state is STABLE:
-            if group.is_leader(member_id) or not member.matches(protocols):
+            if group.is_leader(member_id) or not member.matches(shared):
                 # A leader's rejoin means it wants a new assignment (e.g. its metadata changed).
                 self._update_member_and_rebalance(
-                    fx, now, group, member, protocols, timeouts, ticket, why
+                    fx, now, group, member, shared, timeouts, ticket, why
                 )
             else:
                 fx.reply(ticket, self._join_outcome(group, member, include_members=False))
@@ -246,7 +244,7 @@ class JoinPhase:
         now: int,
         group: Group,
         member: Member,
-        protocols: Protocols,
+        protocols: SharedProtocols,
         timeouts: tuple[int, int],
         ticket: Ticket,
         why: str,
