@@ -21,6 +21,7 @@ from minicoord.protocol.headers import guarded, read_uvarint, skip_tagged_fields
 _I16 = struct.Struct(">h")
 _I32 = struct.Struct(">i")
 _TWO_I32 = struct.Struct(">ii")
+_I32_I16 = struct.Struct(">ih")
 
 
 class RebalanceDecodeError(ValueError):
@@ -364,20 +365,19 @@ def _join_request(buf: bytes, version: int) -> JoinGroupFields:
 
 
 def _sync_request(buf: bytes, version: int) -> SyncGroupFields:
-    compact = version >= SYNC_FLEXIBLE_FROM
-    string = _compact_string if compact else _classic_string
+    if version < SYNC_FLEXIBLE_FROM:
+        return _classic_sync_request(buf, version)
+    string = _compact_string
     group_id, pos = string(buf, 0)
     (generation_id,) = _I32.unpack_from(buf, pos)
     member_id, pos = string(buf, pos + 4)
-    instance_id = protocol_type = protocol_name = None
-    if version >= 3:
-        instance_id, pos = string(buf, pos)
+    instance_id, pos = string(buf, pos)  # v3+, as every flexible version is
+    protocol_type = protocol_name = None
     if version >= 5:
         protocol_type, pos = string(buf, pos)
         protocol_name, pos = string(buf, pos)
-    assignments, pos = _named_bytes(buf, pos, compact)
-    if compact:
-        _tags(buf, pos)
+    assignments, pos = _named_bytes(buf, pos, True)
+    _tags(buf, pos)
     return SyncGroupFields(
         _required(group_id),
         generation_id,
@@ -387,6 +387,37 @@ def _sync_request(buf: bytes, version: int) -> SyncGroupFields:
         protocol_name,
         assignments,
     )
+
+
+def _classic_sync_request(buf: bytes, version: int) -> SyncGroupFields:
+    """`_sync_request` at a classic version (librdkafka's v3 among them), read with no call
+    per field: every member of a group sends one when the join phase ends."""
+    unpack_i16 = _I16.unpack_from
+    size = len(buf)
+    (n,) = unpack_i16(buf, 0)
+    end = 2 + n
+    if n < 0 or end > size:
+        raise RebalanceDecodeError(f"group id length {n} of {size}")
+    group_id = str(buf[2:end], "utf-8")
+    generation_id, n = _I32_I16.unpack_from(buf, end)
+    pos = end + 6
+    end = pos + n
+    if n < 0 or end > size:
+        raise RebalanceDecodeError(f"member id length {n} at {pos - 2} of {size}")
+    member_id = str(buf[pos:end], "utf-8")
+    pos = end
+    instance_id = None
+    if version >= 3:
+        (n,) = unpack_i16(buf, pos)
+        pos += 2
+        if n != -1:
+            end = pos + n
+            if n < 0 or end > size:
+                raise RebalanceDecodeError(f"group.instance.id length {n} at {pos - 2}")
+            instance_id = str(buf[pos:end], "utf-8")
+            pos = end
+    assignments, pos = _classic_named_bytes(buf, pos)
+    return SyncGroupFields(group_id, generation_id, member_id, instance_id, None, None, assignments)
 
 
 # The decoders as callers see them: damage of every kind refused as RebalanceDecodeError.

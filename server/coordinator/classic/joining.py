@@ -433,23 +433,29 @@ class JoinPhase:
             group.leader_id,
         )
         members = self._join_members(group)
+        generation_id = group.generation_id
+        protocol_type = group.protocol_type
+        protocol_name = group.protocol_name
+        leader_id = group.leader_id or ""
         for member in group.members.values():
             ticket = group.take_join(member)
             # joined_at matters only while new; 0 lets go of one int per member.
             member.is_new = False
             member.joined_at = 0
             member.last_heartbeat = now
-            leader = group.is_leader(member.member_id)
+            leader = member.member_id == leader_id
             fx.reply(
                 ticket,
+                # Positional (error, generation, protocol type and name, leader, member id,
+                # members): keywords cost a dataclass's __init__ twice, once per member.
                 JoinOutcome(
                     _NONE,
-                    generation_id=group.generation_id,
-                    protocol_type=group.protocol_type,
-                    protocol_name=group.protocol_name,
-                    leader_id=group.leader_id or "",
-                    member_id=member.member_id,
-                    members=members if leader else (),
+                    generation_id,
+                    protocol_type,
+                    protocol_name,
+                    leader_id,
+                    member.member_id,
+                    members if leader else (),
                 ),
             )
         group.pending_sync = set(group.members)
