@@ -158,9 +158,12 @@ def _tags(buf: bytes, pos: int) -> int:
 # members sends the same bytes, each to be answered MEMBER_ID_REQUIRED, and shares the fields
 # read the first time (handlers never change a request). Each then rejoins with the same
 # bytes but for the member id it was given, and is read as that first join with its id
-# (`_known_rejoin`). Bounded by clearing, which only forgets.
+# (`_known_rejoin`). Bounded by clearing, which only forgets, and by size: a first join of
+# more than 4 KiB (a subscription of hundreds of topics) is read each time rather than kept,
+# so that the table never holds more than about a megabyte, whoever fills it.
 _FIRST_JOINS: dict[tuple[int, bytes], JoinGroupFields] = {}
-_FIRST_JOINS_MAX = 256
+_FIRST_JOINS_MAX = 128
+_FIRST_JOIN_MAX_BYTES = 4096
 
 
 def decode_join_request(body: bytes, version: int) -> JoinGroupFields:
@@ -175,7 +178,7 @@ def decode_join_request(body: bytes, version: int) -> JoinGroupFields:
     common = _common_join_guarded(body, version)
     if common is None:
         return _join_request_guarded(body, version)
-    if not common.member_id and type(body) is bytes:
+    if not common.member_id and type(body) is bytes and len(body) <= _FIRST_JOIN_MAX_BYTES:
         if len(_FIRST_JOINS) >= _FIRST_JOINS_MAX:
             _FIRST_JOINS.clear()
         _FIRST_JOINS[key] = common

@@ -60,7 +60,9 @@ class Group:
         self.pending_sync: set[str] = set()
         self.static_members: dict[str, str] = {}
         # How many members support each protocol name: the candidates are those all support.
-        self._protocol_support: Counter[str] = Counter()
+        # A plain dict, not a Counter: a dict subclass's reads and writes are slower, and
+        # every member joining a crowd counts here.
+        self._protocol_support: dict[str, int] = {}
         # group.initial.rebalance.delay.ms: while the first join phase of an empty group is
         # held open, new members extend it (up to the rebalance timeout) instead of it
         # completing as soon as everyone known has joined.
@@ -160,8 +162,6 @@ class Group:
         return old
 
     def _support(self, step: int, names: frozenset[str]) -> None:
-        # Counter.update and .subtract, by hand: they check for a mapping through an ABC,
-        # once per member joining a crowd.
         support = self._protocol_support
         for name in names:
             support[name] = support.get(name, 0) + step

@@ -213,6 +213,21 @@ def test_a_rejoin_read_through_its_first_join_reads_as_the_generated_codec_reads
     refused_or_read_the_same(raw, version, JoinGroupRequest, decode_join_request, join_read)
 
 
+def test_first_joins_kept_for_their_rejoins_stay_few_and_small() -> None:
+    # What is kept to read a crowd's rejoins is bounded in entries and in each entry's size,
+    # whoever sends first joins: a big subscription is read every time instead.
+    from minicoord.protocol import fast_rebalance_requests as reader
+
+    big = join_body(5, ("g", 30_000, 60_000, "", None, "consumer", [("range", b"x" * 5000)], None))
+    reader.decode_join_request(big, 5)
+    assert (5, big) not in reader._FIRST_JOINS
+    for i in range(3 * reader._FIRST_JOINS_MAX):
+        small = join_body(5, (f"g{i}", 30_000, 60_000, "", None, "consumer", [("r", b"m")], None))
+        reader.decode_join_request(small, 5)
+        assert len(reader._FIRST_JOINS) <= reader._FIRST_JOINS_MAX
+    assert all(len(body) <= reader._FIRST_JOIN_MAX_BYTES for _, body in reader._FIRST_JOINS)
+
+
 def test_a_thousand_member_leader_sync_reads_the_same() -> None:
     assigned = [(f"consumer-{i}-{'0' * 36}", b"\x00\x03" + b"a" * 60) for i in range(1000)]
     for version in (3, 5):
