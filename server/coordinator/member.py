@@ -14,9 +14,14 @@ NEW_MEMBER_JOIN_TIMEOUT_MS = 5 * 60 * 1000
 Protocols = tuple[tuple[str, bytes], ...]
 
 # Members of a group nearly always send the same protocols with the same metadata (a
-# consumer's subscription): share one copy instead of keeping thousands. Bounded by clearing.
+# consumer's subscription): share one copy instead of keeping thousands. Bounded by clearing,
+# which only forgets (members keep the copies they hold): at 50,000 entries, or once the
+# metadata kept reaches 16 MiB, so that what the table alone holds stays small whoever sends
+# JoinGroups with large, ever-different subscriptions.
 _INTERNED: dict[Protocols, tuple[Protocols, frozenset[str]]] = {}
 _INTERN_LIMIT = 50_000
+_INTERNED_BYTES_LIMIT = 16 << 20
+_interned_bytes = 0
 
 
 # Timeouts: the members of an application all send the same one or two values. An int of a
@@ -36,11 +41,15 @@ def _shared_timeout(value: int) -> int:
 def intern_protocols(
     protocols: list[tuple[str, bytes]] | Protocols,
 ) -> tuple[Protocols, frozenset[str]]:
+    global _interned_bytes
     key = tuple(protocols)
     found = _INTERNED.get(key)
     if found is None:
-        if len(_INTERNED) >= _INTERN_LIMIT:
+        size = sum(len(metadata) for _, metadata in key)
+        if len(_INTERNED) >= _INTERN_LIMIT or _interned_bytes + size > _INTERNED_BYTES_LIMIT:
             _INTERNED.clear()
+            _interned_bytes = 0
+        _interned_bytes += size
         found = _INTERNED[key] = (key, frozenset(name for name, _ in key))
     return found
 

@@ -14,6 +14,7 @@ import struct
 import weakref
 from typing import Any
 
+import pytest
 from minicoord.protocol.framing import FrameReader, frame
 from minicoord.server.app import arrival_address
 from minicoord.server.broker import Broker
@@ -142,3 +143,24 @@ def test_a_connection_buffers_only_once_a_read_is_not_one_whole_frame() -> None:
     conn.data_received(api_versions[5:])
     assert conn.buffered == 0
     assert len(transport.written) == 4
+
+
+def test_the_shared_protocols_table_holds_a_bounded_amount_of_metadata(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # Members of a group share one copy of their protocols; the table that finds it must not
+    # keep what members have dropped without bound, however large and varied the metadata.
+    from minicoord.server.coordinator import member as members
+
+    monkeypatch.setattr(members, "_INTERNED_BYTES_LIMIT", 1 << 20)
+    members._INTERNED.clear()
+    monkeypatch.setattr(members, "_interned_bytes", 0)
+    quarter = b"m" * (1 << 18)
+    for i in range(20):  # 5 MiB of distinct subscriptions, against a 1 MiB bound
+        members.intern_protocols([("range", quarter + str(i).encode())])
+        kept = sum(len(m) for protocols in members._INTERNED for _, m in protocols)
+        assert kept <= 1 << 20
+    # What is shared is still shared: the same protocols give back the very same copy.
+    first, names = members.intern_protocols([("range", b"sub")])
+    again, _ = members.intern_protocols([("range", b"sub")])
+    assert again is first and names == frozenset({"range"})
