@@ -98,20 +98,17 @@ def _named_bytes(buf: bytes, pos: int, compact: bool) -> tuple[list[tuple[str, b
     metadata) and SyncGroup's assignments (member id, assignment)."""
     if not compact:
         return _classic_named_bytes(buf, pos)
-    string = _compact_string
-    length = _compact_length
-    count, pos = length(buf, pos)
+    count, pos = _compact_length(buf, pos)
     if count < 0:
         raise RebalanceDecodeError("null where an array is required")
     entries = []
     for _ in range(count):
-        name, pos = string(buf, pos)
-        n, pos = length(buf, pos)
+        name, pos = _compact_string(buf, pos)
+        n, pos = _compact_length(buf, pos)
         if n < 0:
             raise RebalanceDecodeError("null where bytes are required")
         raw, pos = _slice(buf, pos, n)
-        if compact:
-            pos = _tags(buf, pos)
+        pos = _tags(buf, pos)
         entries.append((_required(name), bytes(raw)))
     return entries, pos
 
