@@ -2,11 +2,11 @@
 
 Any compacted log: `__consumer_offsets` and topics with `cleanup.policy=compact`. Each batch
 keeps its identity (base offset, compression, producer id, epoch and sequence range; see
-`batch.rebuild_batch`) and loses the records a newer one with the same key supersedes.
-Tombstones (null values) whose key has nothing newer are kept for `delete.retention.ms`
-after they were written, so a reader that replays the log meanwhile still learns of the
-deletion, then dropped. Records without a key cannot be compacted and are dropped, as
-Kafka's cleaner does. The active segment is never touched.
+`batch.rebuild_batch`) and loses the records that a newer one with the same key in the closed
+segments supersedes. Tombstones (null values) whose key has nothing newer are kept for
+`delete.retention.ms` after they were written, so a reader that replays the log meanwhile
+still learns of the deletion, then dropped. Records without a key cannot be compacted and are
+dropped, as Kafka's cleaner does. The active segment is neither touched nor read.
 
 The work (`prepare`) runs in a thread over the closed segments, which nothing else writes:
 cleaned records go to `B-E.log.cleaned`, are fsync'd and renamed to `B-E.log.swap` (the commit
@@ -70,57 +70,65 @@ def prepare(plog: PartitionLog, now_ms: int, delete_retention_ms: int) -> Prepar
     started = time.perf_counter()
     with plog.lock:
         segments = list(plog.segments)
-        active_size = segments[-1].size
+        head = plog.clean_head
     closed, active = segments[:-1], segments[-1]
     if not closed or any(s.unwritten for s in closed):
         # Nothing to clean, or (flush policy none) bytes not yet in the files: next round.
         return None
-    # The newest offset of every key in the whole log, the active segment included (of it,
-    # what reached the file is enough: a newer record missed only means an older one is kept
-    # a while longer). Every batch is verified here, once; the second pass reads the same
-    # immutable bytes.
+    # As Kafka's cleaner does, map the newest offset of every key in the dirty section only:
+    # the closed segments after the one the last cleaning made (which holds one record per
+    # key), not the active segment, whose records would be walked again once it closes. A
+    # record superseded only there is kept until the next cleaning. This walk is most of the
+    # cleaner's work, and it runs beside the event loop under one GIL. Every dirty batch is
+    # verified here, once; the second pass reads the same immutable bytes.
+    clean = 1 if closed[0] is head else 0
     latest: dict[bytes, int] = {}
-    for segment, size in [*((s, s.size) for s in closed), (active, active_size)]:
+    for segment in closed[clean:]:
         with segment.reading() as read:
-            for data in read_batches(read, size):
+            for data in read_batches(read, segment.size):
                 verify_batch(data)
                 for key, offset, _ts, _tombstone in record_keys(data):
                     if key is not None:
                         latest[key] = offset
 
-    # The offsets of the records that can survive, in order. A batch with none of them in its
-    # range (nearly every batch of a busy offsets log) is wholly superseded: dropped on its
-    # header alone, its records never walked.
+    # The offsets of the dirty records that can survive, in order. A dirty batch with none of
+    # them in its range (nearly every batch of a busy offsets log) is wholly superseded:
+    # dropped on its header alone, its records never walked. A record of the clean head
+    # survives unless its key is in the map (a newer one came after it).
     survivors = sorted(latest.values())
     base, end = closed[0].base_offset, active.base_offset
     out = _Output(plog, base, end)
     before = after = 0
     try:
-        for segment in closed:
+        for index, segment in enumerate(closed):
+            dirty = index >= clean
             with segment.reading() as read:
                 for data in read_batches(read, segment.size):
                     (first, _, _, _, _, _, last_delta, *_, count) = HEADER.unpack_from(data, 0)
-                    at = bisect_left(survivors, first)
-                    if at == len(survivors) or survivors[at] > first + last_delta:
-                        before += count
-                        continue
+                    if dirty:
+                        at = bisect_left(survivors, first)
+                        if at == len(survivors) or survivors[at] > first + last_delta:
+                            before += count
+                            continue
+                    else:
+                        verify_batch(data)
                     keys = record_keys(data)
                     kept = [
                         i
                         for i, (key, offset, ts, tombstone) in enumerate(keys)
                         if key is not None
-                        and latest.get(key) == offset
+                        and latest.get(key, offset) == offset
                         and not (tombstone and ts + delete_retention_ms <= now_ms)
                     ]
                     before += len(keys)
-                    if not kept:  # its survivors were tombstones past retention
+                    if not kept:  # superseded, or its survivors were tombstones past retention
                         continue
                     after += len(kept)
                     if len(kept) == len(keys):
                         # An untouched batch is copied as it is: no re-encoding, same bytes.
                         out.write(bytes(data))
                         continue
-                    batch = parse_batch(data)  # verified in the first pass
+                    batch = parse_batch(data)  # verified above
                     records = _records(batch)
                     out.write(rebuild_batch(batch, [records[i] for i in kept]))
         cleaned = out.finish()

@@ -122,8 +122,10 @@ class PartitionLog:
         self._hw_position = 0
         self._unwritten: list[Segment] = []
         self.truncations: list[Truncation] = []
-        # Bytes at the head of the closed segments that the cleaner already compacted.
-        self.cleaned_bytes = 0
+        # The segment the last cleaning made, while it is still the oldest: it holds one record
+        # per key, so the next cleaning maps only what came after it (as Kafka's cleaner maps
+        # only the dirty section). None after a restart: everything counts as dirty then.
+        self.clean_head: Segment | None = None
         # Guards `segments` between the event loop and the cleaner thread.
         self.lock = threading.Lock()
 
@@ -455,7 +457,8 @@ class PartitionLog:
         with self.lock:
             del self.segments[: len(dropped)]
             del self._bases[: len(dropped)]
-            self.cleaned_bytes = max(0, self.cleaned_bytes - sum(s.size for s in dropped))
+            if self.clean_head in dropped:
+                self.clean_head = None
         for segment in dropped:
             segment.delete()
         if self.directory is not None:
@@ -484,16 +487,18 @@ class PartitionLog:
                 fsync_dir(final.parent)
             self.segments[: len(closed)] = [cleaned]
             self._bases[: len(closed)] = [cleaned.base_offset]
-            self.cleaned_bytes = cleaned.size
+            self.clean_head = cleaned
 
     def dirty_ratio(self) -> float:
         """Share of the closed segments' bytes not yet cleaned."""
         with self.lock:
             closed = self.segments[:-1]
+            head = self.clean_head
         closed_bytes = sum(s.size for s in closed)
         if not closed_bytes:
             return 0.0
-        return max(0, closed_bytes - self.cleaned_bytes) / closed_bytes
+        clean = head.size if closed[0] is head else 0
+        return (closed_bytes - clean) / closed_bytes
 
     @property
     def size_bytes(self) -> int:

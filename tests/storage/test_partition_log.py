@@ -254,29 +254,15 @@ _cleaner_batches = st.lists(
 )
 
 
-@settings(max_examples=300, deadline=None)
-@given(
-    _cleaner_batches,
-    st.sampled_from([200, 500, 2000]),
-    st.booleans(),
-    st.integers(0, 60),
-)
-def test_cleaning_keeps_exactly_the_newest_record_of_each_key(
-    batches: list[list[tuple[bytes | None, bool]]], segment_bytes: int, roll: bool, age: int
-) -> None:
-    # Against a model over every record: the cleaner skips whole batches on their headers and
-    # walks only those holding a survivor; either way it must keep the same records.
-    plog = PartitionLog(None, "t-0", segment_bytes)
-    plog.open()
-    for at, batch in enumerate(batches):
-        records = [Record(key, None if dead else b"v%d" % at) for key, dead in batch]
-        append(plog, records, timestamp=at)
-    if roll:
-        plog.roll()
+def _clean_against_model(plog: PartitionLog, now: int, retention: int) -> None:
+    """Clean, and check the records left against a model over every stored record: the cleaner
+    maps only the dirty closed segments and skips whole batches on their headers, walking only
+    those holding a survivor; either way it must keep the newest record of each key among the
+    closed segments (Kafka's rule: the active segment is not read)."""
     stored = list(plog.records())
     active_base = plog.segments[-1].base_offset
-    newest = {r.key: r.offset for r in stored if r.key is not None}
-    now, retention = len(batches), age
+    closed = [r for r in stored if r.offset < active_base]
+    newest = {r.key: r.offset for r in closed if r.key is not None}
 
     def survives(r: StoredRecord) -> bool:
         if r.offset >= active_base:
@@ -287,9 +273,39 @@ def test_cleaning_keeps_exactly_the_newest_record_of_each_key(
     result = clean(plog, now_ms=now, delete_retention_ms=retention)
     after = [(r.offset, r.key, r.value) for r in plog.records()]
     assert after == [(r.offset, r.key, r.value) for r in stored if survives(r)]
-    closed = [r for r in stored if r.offset < active_base]
     if result is None:
         assert not closed
     else:
         assert result.records_before == len(closed)
         assert result.records_after == sum(1 for r in closed if survives(r))
+        assert plog.dirty_ratio() == 0.0
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    _cleaner_batches,
+    st.lists(_cleaner_batches, max_size=2),
+    st.sampled_from([200, 500, 2000]),
+    st.lists(st.booleans(), min_size=3, max_size=3),
+    st.integers(0, 60),
+)
+def test_cleaning_keeps_exactly_the_newest_record_of_each_key(
+    batches: list[list[tuple[bytes | None, bool]]],
+    later: list[list[list[tuple[bytes | None, bool]]]],
+    segment_bytes: int,
+    rolls: list[bool],
+    age: int,
+) -> None:
+    # Later rounds append to a log whose oldest segment the last cleaning made (the clean
+    # head, not mapped again): its records must still go when a newer one supersedes them.
+    plog = PartitionLog(None, "t-0", segment_bytes)
+    plog.open()
+    at = 0
+    for round_, round_batches in enumerate([batches, *later]):
+        for batch in round_batches:
+            records = [Record(key, None if dead else b"v%d" % at) for key, dead in batch]
+            append(plog, records, timestamp=at)
+            at += 1
+        if rolls[round_]:
+            plog.roll()
+        _clean_against_model(plog, now=at, retention=age)
