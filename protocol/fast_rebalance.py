@@ -67,9 +67,9 @@ def encode_join_response(
     key = (version, error, generation_id, protocol_type, protocol_name, leader, skip_assignment)
     head = _JOIN_HEADS.get(key)
     if head is None:
-        head = _join_head(version, error, generation_id, protocol_type, protocol_name, leader)
-        if version >= 9:
-            head += b"\x01" if skip_assignment else b"\x00"
+        head = _join_head(
+            version, error, generation_id, protocol_type, protocol_name, leader, skip_assignment
+        )
         if len(_JOIN_HEADS) >= _JOIN_HEADS_MAX:
             _JOIN_HEADS.clear()
         _JOIN_HEADS[key] = head
@@ -107,6 +107,7 @@ def _join_head(
     protocol_type: str | None,
     protocol_name: str | None,
     leader: str,
+    skip_assignment: bool,
 ) -> bytes:
     string = write_compact_string if version >= JOIN_FLEXIBLE_FROM else write_string
     if version >= 2:
@@ -119,6 +120,8 @@ def _join_head(
         raise ValueError("protocol_name is not nullable before v7")
     parts.append(string(protocol_name))
     parts.append(string(leader))
+    if version >= 9:
+        parts.append(b"\x01" if skip_assignment else b"\x00")
     return b"".join(parts)
 
 
