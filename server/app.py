@@ -190,7 +190,10 @@ class Server:
         broker.add_acls(self._initial_acls)
         for name, partitions in self._initial_topics:
             existing = broker.topics.get(name)
-            if existing is None:
+            colliding = broker.topics.colliding(name)
+            if existing is None and colliding is not None:
+                log.warning("--topic %s collides with the topic %s; not created", name, colliding)
+            elif existing is None:
                 broker.create_topic(name, partitions)
             elif existing.partitions != partitions:
                 log.warning(

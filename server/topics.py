@@ -130,6 +130,17 @@ class TopicRegistry:
     def by_id(self, topic_id: uuid.UUID) -> Topic | None:
         return self._by_id.get(topic_id)
 
+    def colliding(self, name: str) -> str | None:
+        """An existing topic whose name is `name`'s once '.' and '_' are one character, as
+        Kafka refuses them (a metric name turns '.' into '_'); the least such name, or None."""
+        if "." not in name and "_" not in name:
+            return None
+        unified = name.replace(".", "_")
+        return min(
+            (t for t in self._by_name if t != name and t.replace(".", "_") == unified),
+            default=None,
+        )
+
     def all(self) -> list[Topic]:
         return list(self._by_name.values())
 
@@ -150,6 +161,12 @@ class TopicRegistry:
             return ErrorCode.INVALID_TOPIC_EXCEPTION, reason
         if name in self._by_name or name == METADATA_TOPIC:
             return ErrorCode.TOPIC_ALREADY_EXISTS, f"Topic '{name}' already exists."
+        existing = self.colliding(name)
+        if existing is not None:
+            return (
+                ErrorCode.INVALID_TOPIC_EXCEPTION,
+                f"Topic '{name}' collides with existing topic: {existing}",
+            )
         if partitions < 1:
             return ErrorCode.INVALID_PARTITIONS, "Number of partitions must be larger than 0."
         try:

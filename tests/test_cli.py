@@ -201,3 +201,21 @@ def test_a_server_with_a_data_dir_binds_its_address_without_a_resolver(
         proc.send_signal(signal.SIGTERM)
         proc.wait(10)
     assert proc.returncode == 0
+
+
+def test_topic_arguments_that_collide_create_the_first_and_warn_of_the_second() -> None:
+    from confluent_kafka.admin import AdminClient
+
+    server = start_server_process(topics=[("orders.eu", 2), ("orders_eu", 3)])
+    try:
+        admin = AdminClient({"bootstrap.servers": server.bootstrap})
+        topics = admin.list_topics(timeout=10).topics
+        assert "orders.eu" in topics and "orders_eu" not in topics
+        assert len(topics["orders.eu"].partitions) == 2
+        warning = "--topic orders_eu collides with the topic orders.eu; not created"
+        deadline = time.monotonic() + 10  # the log is read by a thread of its own
+        while warning not in server.log and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert warning in server.log
+    finally:
+        server.stop()

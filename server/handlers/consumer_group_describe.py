@@ -64,7 +64,8 @@ def handle(ctx: RequestContext, request: Any) -> Any:
     checked = ctx.broker.authorizer is not None
     # A list, so that refused groups are answered in the order they were asked for.
     denied = [g for g in names if authorize.group_denied(ctx, g, authorize.DESCRIBE)]
-    with_ops = checked and request.include_authorized_operations
+    # Without ACLs, every operation a group supports (as Kafka's authorizedOperations).
+    with_ops = request.include_authorized_operations
     for g in denied:
         groups.append(_refused(g, ErrorCode.GROUP_AUTHORIZATION_FAILED, None))
     for d in ctx.broker.coordinator.consumer_group_describe([g for g in names if g not in denied]):

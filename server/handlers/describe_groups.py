@@ -28,11 +28,12 @@ def handle(ctx: RequestContext, request: Any) -> Any:
     groups = []
     names = list(request.groups)
     # With ACLs (as Kafka): Describe on each group, else GROUP_AUTHORIZATION_FAILED for it.
-    checked = ctx.broker.authorizer is not None
     # A list, so that refused groups are answered in the order they were asked for.
     denied = [g for g in names if authorize.group_denied(ctx, g, authorize.DESCRIBE)]
     wanted = [g for g in names if g not in denied]
-    with_ops = checked and version >= 3 and request.include_authorized_operations
+    # Asked for, they are reported with or without ACLs: without, every operation a group
+    # supports (as Kafka's AuthHelper.authorizedOperations).
+    with_ops = version >= 3 and request.include_authorized_operations
     for g in denied:
         groups.append(
             Described(

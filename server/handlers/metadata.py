@@ -75,11 +75,12 @@ def _authorized_operations(ctx: RequestContext, request: Any, topics: list[Any])
 
 
 def _cluster_operations(ctx: RequestContext, request: Any) -> set[int] | None:
-    # v8-10 only; Kafka computes them only for a principal that may describe the cluster.
+    # v8-10 only; Kafka computes them only for a principal that may describe the cluster,
+    # and answers none (0) to another.
     if not 8 <= ctx.version <= 10 or not request.include_cluster_authorized_operations:
         return None
     if not authorize.cluster_allowed(ctx, DESCRIBE):
-        return None
+        return set()
     return authorize.operation_set(ctx, authorize.CLUSTER, authorize.CLUSTER_NAME)
 
 
@@ -95,17 +96,15 @@ def handle(ctx: RequestContext, request: Any) -> Any:
         None if requested is None else tuple((t.name, t.topic_id) for t in requested),
         ctx.version < 4 or request.allow_auto_topic_creation,
     )
+    # The authorized operations asked for are answered with or without ACLs.
+    key += (
+        ctx.version >= 8 and request.include_topic_authorized_operations,
+        8 <= ctx.version <= 10 and request.include_cluster_authorized_operations,
+    )
     store = broker.authorizer
     if store is not None:
-        # With ACLs the answer also depends on who asks, from where, under which ACLs, and
-        # on the authorized operations asked for.
-        key += (
-            ctx.channel.principal,
-            ctx.channel.client_host,
-            store.generation,
-            ctx.version >= 8 and request.include_topic_authorized_operations,
-            8 <= ctx.version <= 10 and request.include_cluster_authorized_operations,
-        )
+        # With ACLs the answer also depends on who asks, from where and under which ACLs.
+        key += (ctx.channel.principal, ctx.channel.client_host, store.generation)
     answers = registry.cached_answers()
     body = answers.get(key)
     if body is not None:
@@ -164,14 +163,19 @@ def _answer(ctx: RequestContext, request: Any) -> Any:
                 if not allow_create:
                     topics.append(_error(name, None, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION))
                     continue
+                if registry.colliding(name) is not None:
+                    # Kafka's controller refuses to create it; its broker answers
+                    # LEADER_NOT_AVAILABLE until the client gives up, where this says why.
+                    topics.append(_error(name, None, ErrorCode.INVALID_TOPIC_EXCEPTION))
+                    continue
                 if checked and not _may_create(ctx, name):
                     topics.append(_error(name, None, _DENIED))
                     continue
                 found = broker.create_topic(name, config.num_partitions)
                 created = True
             topics.append(_topic(found, node))
-    if checked:
-        _authorized_operations(ctx, request, topics)
+    # Without ACLs, every operation the resource supports (Kafka's authorizedOperations).
+    _authorized_operations(ctx, request, topics)
     host, port = ctx.channel.address
     response = MetadataResponse(
         version=version,
@@ -183,7 +187,7 @@ def _answer(ctx: RequestContext, request: Any) -> Any:
         controller_id=node,
         topics=topics,
         error_code=ErrorCode.NONE,
-        authorized_operations=_cluster_operations(ctx, request) if checked else None,
+        authorized_operations=_cluster_operations(ctx, request),
     )
     if not created:
         return response

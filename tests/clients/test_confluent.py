@@ -322,3 +322,98 @@ def test_list_consumer_groups(
         interval=0.2,
         what="the group to be listed Empty after everyone left",
     )
+
+
+def test_authorized_operations_without_acls_are_all_a_resource_supports(
+    server: Any, members: Members, group_id: str, admin: AdminClient
+) -> None:
+    """Asked for with no authorizer, Kafka reports every operation the resource type
+    supports (AuthHelper.authorizedOperations), not nothing."""
+    from confluent_kafka import TopicCollection
+    from confluent_kafka.admin import AclOperation as Op
+
+    members.wait_cover(members.add_many(1))
+    group = admin.describe_consumer_groups(
+        [group_id], include_authorized_operations=True, request_timeout=10
+    )[group_id].result(timeout=15)
+    assert set(group.authorized_operations) == {
+        Op.READ,
+        Op.DESCRIBE,
+        Op.DELETE,
+        Op.DESCRIBE_CONFIGS,
+        Op.ALTER_CONFIGS,
+    }
+    topic = admin.describe_topics(
+        TopicCollection([TOPIC]), include_authorized_operations=True, request_timeout=10
+    )[TOPIC].result(timeout=15)
+    assert set(topic.authorized_operations) == {
+        Op.READ,
+        Op.WRITE,
+        Op.CREATE,
+        Op.DESCRIBE,
+        Op.DELETE,
+        Op.ALTER,
+        Op.DESCRIBE_CONFIGS,
+        Op.ALTER_CONFIGS,
+    }
+    cluster = admin.describe_cluster(include_authorized_operations=True, request_timeout=10)
+    assert set(cluster.result(timeout=15).authorized_operations) == {
+        Op.CREATE,
+        Op.CLUSTER_ACTION,
+        Op.DESCRIBE_CONFIGS,
+        Op.ALTER_CONFIGS,
+        Op.IDEMPOTENT_WRITE,
+        Op.ALTER,
+        Op.DESCRIBE,
+    }
+    # Not asked for, none are reported.
+    plain = admin.describe_topics(TopicCollection([TOPIC]), request_timeout=10)
+    assert plain[TOPIC].result(timeout=15).authorized_operations is None
+
+
+def test_topic_names_differing_only_by_dot_and_underscore_collide(
+    server: Any, group_id: str, admin: AdminClient
+) -> None:
+    """As Kafka: a '.' and a '_' would give both topics one metric name, so the second is
+    INVALID_TOPIC_EXCEPTION, whether created or auto-created by Metadata."""
+    from confluent_kafka import KafkaError, KafkaException
+    from confluent_kafka.admin import NewTopic
+
+    stem = "".join(c if c.isalnum() else "-" for c in group_id)[-40:]
+    dotted, underscored = f"c.{stem}", f"c_{stem}"
+    admin.create_topics([NewTopic(dotted, 1)], request_timeout=10)[dotted].result(timeout=15)
+    for validate_only in (True, False):
+        future = admin.create_topics(
+            [NewTopic(underscored, 1)], request_timeout=10, validate_only=validate_only
+        )[underscored]
+        with pytest.raises(KafkaException) as refused:
+            future.result(timeout=15)
+        error = refused.value.args[0]
+        assert error.code() == KafkaError.TOPIC_EXCEPTION
+        assert error.str() == f"Topic '{underscored}' collides with existing topic: {dotted}"
+    # The same name again is still TOPIC_ALREADY_EXISTS, not a collision with itself.
+    again = admin.create_topics([NewTopic(dotted, 1)], request_timeout=10)[dotted]
+    with pytest.raises(KafkaException) as exists:
+        again.result(timeout=15)
+    assert exists.value.args[0].code() == KafkaError.TOPIC_ALREADY_EXISTS
+    # Metadata naming it: unknown without auto-creation (as Kafka, which checks collisions
+    # only when creating), refused with it.
+    for auto_create, code in (
+        (False, KafkaError.UNKNOWN_TOPIC_OR_PART),
+        (True, KafkaError.TOPIC_EXCEPTION),
+    ):
+        consumer = Consumer(
+            {
+                "bootstrap.servers": server.bootstrap,
+                "group.id": group_id,
+                "client.id": "ck-coll",
+                "allow.auto.create.topics": auto_create,
+            }
+        )
+        try:
+            metadata = consumer.list_topics(underscored, timeout=10)
+            assert metadata.topics[underscored].error.code() == code
+        finally:
+            consumer.close()
+    listed = admin.list_topics(timeout=10).topics
+    assert dotted in listed and underscored not in listed

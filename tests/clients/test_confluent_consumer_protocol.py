@@ -517,6 +517,13 @@ def test_range_assignor_follows_kafkas_range_rules_over_two_topics(
         what="the group to be described Stable",
     )
     assert desc.partition_assignor == "range"
+    # ConsumerGroupDescribe, asked for them with no authorizer: every group operation.
+    ops = admin.describe_consumer_groups(
+        [group_id], include_authorized_operations=True, request_timeout=10
+    )[group_id].result(15)
+    assert {op.name for op in ops.authorized_operations} == {
+        "READ", "DESCRIBE", "DELETE", "DESCRIBE_CONFIGS", "ALTER_CONFIGS"
+    }  # fmt: skip
 
     # Range is not sticky: with one member gone the rest get the ranges of two members.
     ordered[0].close()
