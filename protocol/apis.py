@@ -80,6 +80,7 @@ SOURCES: dict[int, tuple[str, str]] = {
     37: ("CreatePartitions", "kafka.protocol.admin"),
     21: ("DeleteRecords", "kafka.protocol.admin"),
     32: ("DescribeConfigs", "kafka.protocol.admin"),
+    33: ("AlterConfigs", "kafka.protocol.admin"),
     44: ("IncrementalAlterConfigs", "kafka.protocol.admin"),
     68: ("ConsumerGroupHeartbeat", "minicoord.protocol.consumer_group_apis"),
     69: ("ConsumerGroupDescribe", "minicoord.protocol.consumer_group_apis"),

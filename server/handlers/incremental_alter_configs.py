@@ -9,6 +9,7 @@ v1 is flexible.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from kafka.protocol.admin import IncrementalAlterConfigsResponse
@@ -26,31 +27,15 @@ Response = IncrementalAlterConfigsResponse.AlterConfigsResourceResponse
 
 
 def handle(ctx: RequestContext, request: Any) -> Any:
-    broker = ctx.broker
     responses = []
     for r in request.resources:
-        error, message = ErrorCode.NONE, None
-        topic = broker.topics.get(r.resource_name) if r.resource_type == RESOURCE_TOPIC else None
-        refusal = authorize.config_refusal(
-            ctx, r.resource_type, r.resource_name, authorize.ALTER_CONFIGS
+        error, message = alter_resource(
+            ctx,
+            r.resource_type,
+            r.resource_name,
+            lambda current, changes=r.configs: _altered(current, changes),
+            request.validate_only,
         )
-        if refusal is not None:
-            error, message = refusal
-        elif r.resource_type != RESOURCE_TOPIC:
-            error = ErrorCode.INVALID_REQUEST
-            message = "minicoord's broker configs are static: set them with --config at start"
-        elif topic is None or topic.internal:
-            error = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
-            message = f"Topic {r.resource_name} does not exist"
-        else:
-            try:
-                overrides = _altered(dict(broker.topics.config_of(topic).overrides), r.configs)
-                validate(overrides)
-            except InvalidConfig as exc:
-                error, message = ErrorCode.INVALID_CONFIG, str(exc)
-            else:
-                if not request.validate_only:
-                    broker.alter_topic_configs(topic, overrides)
         responses.append(
             Response(
                 error_code=error,
@@ -62,8 +47,45 @@ def handle(ctx: RequestContext, request: Any) -> Any:
     response = IncrementalAlterConfigsResponse(
         version=ctx.version, throttle_time_ms=0, responses=responses
     )
+    return answer_after_records(ctx, response)
+
+
+def alter_resource(
+    ctx: RequestContext,
+    resource_type: int,
+    name: str,
+    overrides_of: Callable[[dict[str, str]], dict[str, str]],
+    validate_only: bool,
+) -> tuple[ErrorCode, str | None]:
+    """Give a topic the overrides `overrides_of` makes of its current ones (raising
+    InvalidConfig to refuse), validated as at CreateTopics; the error and message to answer.
+    Shared by AlterConfigs and IncrementalAlterConfigs."""
+    broker = ctx.broker
+    refusal = authorize.config_refusal(ctx, resource_type, name, authorize.ALTER_CONFIGS)
+    if refusal is not None:
+        return refusal
+    if resource_type != RESOURCE_TOPIC:
+        return (
+            ErrorCode.INVALID_REQUEST,
+            "minicoord's broker configs are static: set them with --config at start",
+        )
+    topic = broker.topics.get(name)
+    if topic is None or topic.internal:
+        return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"Topic {name} does not exist"
+    try:
+        overrides = overrides_of(dict(broker.topics.config_of(topic).overrides))
+        validate(overrides)
+    except InvalidConfig as exc:
+        return ErrorCode.INVALID_CONFIG, str(exc)
+    if not validate_only:
+        broker.alter_topic_configs(topic, overrides)
+    return ErrorCode.NONE, None
+
+
+def answer_after_records(ctx: RequestContext, response: Any) -> Any:
+    """The answer, once the ConfigRecords of this turn are written (as every change is)."""
     parked = ctx.park(lambda _: response)
-    broker.apply(Result(None, [], []), parked)
+    ctx.broker.apply(Result(None, [], []), parked)
     return parked
 
 

@@ -15,6 +15,7 @@ from typing import Any
 
 import pytest
 from kafka.protocol.admin import (
+    AlterConfigsRequest,
     CreateAclsRequest,
     CreatePartitionsRequest,
     CreateTopicsRequest,
@@ -337,6 +338,15 @@ def _sample(key: int, version: int, topic_id: uuid.UUID) -> tuple[Any, Any]:
             return r.results[0].error_code == 0 and values["retention.ms"] == "604800000"
 
         return req, described
+    if key == 33:
+        areq = AlterConfigsRequest
+        res = areq.AlterConfigsResource(
+            resource_type=2,
+            resource_name=TOPIC,
+            configs=[areq.AlterConfigsResource.AlterableConfig(name="retention.ms", value="1000")],
+        )
+        req = areq(version=version, resources=[res], validate_only=True)
+        return req, lambda r: [x.error_code for x in r.responses] == [0]
     if key == 44:
         ireq = IncrementalAlterConfigsRequest
         res = ireq.AlterConfigsResource(

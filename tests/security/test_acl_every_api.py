@@ -49,6 +49,7 @@ EXPECTED: dict[int, ErrorCode | None] = {
     37: TOPIC_DENIED,
     21: TOPIC_DENIED,
     32: TOPIC_DENIED,
+    33: TOPIC_DENIED,
     44: TOPIC_DENIED,
     68: GROUP_DENIED,
     69: GROUP_DENIED,

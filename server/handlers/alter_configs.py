@@ -1,0 +1,60 @@
+"""AlterConfigs (key 33), versions 0-2: the configs given become a topic's whole set.
+
+The older form of IncrementalAlterConfigs, still served by Kafka 4 and the only one some
+clients have (kafkajs' `admin.alterConfigs`). As Kafka's legacy path does, every override
+not named is removed, and a null value removes its config; the result is validated as at
+CreateTopics (INVALID_CONFIG) and persisted as ConfigRecords before the answer.
+`validate_only` changes nothing. Broker configs are static here: INVALID_REQUEST. v2 is
+flexible.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from kafka.protocol.admin import AlterConfigsResponse
+from minicoord.protocol.apis import SPECS
+from minicoord.server.handlers.base import Handler, RequestContext
+from minicoord.server.handlers.incremental_alter_configs import (
+    alter_resource,
+    answer_after_records,
+)
+from minicoord.server.topic_configs import TOPIC_CONFIGS, InvalidConfig
+
+API_KEY = 33
+Response = AlterConfigsResponse.AlterConfigsResourceResponse
+
+
+def handle(ctx: RequestContext, request: Any) -> Any:
+    responses = []
+    for r in request.resources:
+        error, message = alter_resource(
+            ctx,
+            r.resource_type,
+            r.resource_name,
+            lambda _current, configs=r.configs: _replacing(configs),
+            request.validate_only,
+        )
+        responses.append(
+            Response(
+                error_code=error,
+                error_message=message,
+                resource_type=r.resource_type,
+                resource_name=r.resource_name,
+            )
+        )
+    response = AlterConfigsResponse(version=ctx.version, throttle_time_ms=0, responses=responses)
+    return answer_after_records(ctx, response)
+
+
+def _replacing(configs: Any) -> dict[str, str]:
+    overrides = {}
+    for c in configs:
+        if c.name not in TOPIC_CONFIGS:
+            raise InvalidConfig(f"Unknown topic config name: {c.name}")
+        if c.value is not None:
+            overrides[c.name] = c.value
+    return overrides
+
+
+HANDLER = Handler.for_spec(SPECS[API_KEY], handle)
