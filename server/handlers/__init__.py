@@ -43,6 +43,7 @@ APIS: dict[int, tuple[str, int, int]] = {
     21: ("delete_records", 0, 2),
     32: ("describe_configs", 1, 4),
     33: ("alter_configs", 0, 2),
+    35: ("describe_log_dirs", 1, 4),
     44: ("incremental_alter_configs", 0, 1),
     68: ("consumer_group_heartbeat", 0, 1),
     69: ("consumer_group_describe", 0, 1),

@@ -1,5 +1,6 @@
 """The Node.js clients' own admin APIs where they reach APIs no other client here uses:
-kafkajs' `alterConfigs` has only AlterConfigs (API 33), not IncrementalAlterConfigs."""
+kafkajs' `alterConfigs` has only AlterConfigs (API 33), not IncrementalAlterConfigs;
+@platformatic/kafka's `describeLogDirs` is DescribeLogDirs (API 35)."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ import subprocess
 from typing import Any
 
 import pytest
-from matrixkit import NODE_DIR
+from matrixkit import NODE_DIR, TOPIC
 
 pytestmark = [pytest.mark.clients, pytest.mark.usefixtures("node_clients")]
 
@@ -30,3 +31,24 @@ def test_alter_configs_replaces_a_topics_overrides(server: Any, group_id: str, c
     assert values["validated"] == values["created"]
     # Only the config named is left overridden; the others are back to their defaults.
     assert values["altered"] == {**DEFAULTS, "segment.bytes": "1048576"}
+
+
+def test_platformatic_describes_the_in_memory_log_dir(server: Any) -> None:
+    args = ["node", str(NODE_DIR / "log_dirs.mjs"), server.bootstrap, TOPIC, "[0, 1, 99]"]
+    done = subprocess.run(args, capture_output=True, text=True, timeout=RUN_TIMEOUT_S, cwd=NODE_DIR)
+    assert done.returncode == 0, f"{done.stdout}\n{done.stderr}"
+    (broker,) = json.loads(done.stdout)
+    (result,) = broker["results"]
+    # An in-memory server's volume sizes are unknown (-1, as Kafka answers for a volume it
+    # cannot read); partition 99 does not exist and is left out.
+    assert (result["logDir"], result["totalBytes"], result["usableBytes"]) == (
+        "(in memory)",
+        "-1",
+        "-1",
+    )
+    (topic,) = result["topics"]
+    assert topic["name"] == TOPIC
+    assert [(p["partitionIndex"], p["offsetLag"]) for p in topic["partitions"]] == [
+        (0, "0"),
+        (1, "0"),
+    ]

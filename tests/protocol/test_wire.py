@@ -26,6 +26,7 @@ from kafka.protocol.admin import (
     DescribeAclsRequest,
     DescribeConfigsRequest,
     DescribeGroupsRequest,
+    DescribeLogDirsRequest,
     IncrementalAlterConfigsRequest,
     ListGroupsRequest,
 )
@@ -347,6 +348,18 @@ def _sample(key: int, version: int, topic_id: uuid.UUID) -> tuple[Any, Any]:
         )
         req = areq(version=version, resources=[res], validate_only=True)
         return req, lambda r: [x.error_code for x in r.responses] == [0]
+    if key == 35:
+        lreq = DescribeLogDirsRequest
+        asked = lreq.DescribableLogDirTopic(topic=TOPIC, partitions=[0, 1])
+        req = lreq(version=version, topics=[asked])
+
+        def sized(r: Any) -> bool:
+            (result,) = r.results
+            return [(t.name, [p.partition_index for p in t.partitions]) for t in result.topics] == [
+                (TOPIC, [0, 1])
+            ]
+
+        return req, sized
     if key == 44:
         ireq = IncrementalAlterConfigsRequest
         res = ireq.AlterConfigsResource(

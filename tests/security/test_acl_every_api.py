@@ -50,6 +50,7 @@ EXPECTED: dict[int, ErrorCode | None] = {
     21: TOPIC_DENIED,
     32: TOPIC_DENIED,
     33: TOPIC_DENIED,
+    35: CLUSTER_DENIED,
     44: TOPIC_DENIED,
     68: GROUP_DENIED,
     69: GROUP_DENIED,

@@ -1,0 +1,61 @@
+"""DescribeLogDirs through kafka-python's admin client: the data directory, and each
+partition's bytes as its segment files hold them, before and after a restart (when the
+partitions are read from their files until they are loaded)."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+from kafka import KafkaAdminClient, KafkaProducer
+
+TOPIC = "sized"
+
+
+def log_dirs(bootstrap: str, **kwargs: Any) -> list[dict[str, Any]]:
+    admin = KafkaAdminClient(bootstrap_servers=bootstrap, client_id="log-dirs")
+    try:
+        (broker,) = admin.describe_log_dirs(**kwargs)
+        return broker["log_dirs"]
+    finally:
+        admin.close()
+
+
+def sizes(entry: dict[str, Any]) -> dict[tuple[str, int], int]:
+    return {
+        (t["name"], p["partition_index"]): p["partition_size"]
+        for t in entry["topics"]
+        for p in t["partitions"]
+    }
+
+
+def on_disk(data_dir: Path, partition: int) -> int:
+    folder = data_dir / f"{TOPIC}-{partition}"
+    return sum(f.stat().st_size for f in folder.glob("*.log"))
+
+
+def test_log_dirs_name_the_data_dir_and_each_partitions_bytes(node_factory: Any) -> None:
+    node = node_factory(topics=[(TOPIC, 3)])
+    node.start()
+    producer = KafkaProducer(bootstrap_servers=node.bootstrap, acks="all")
+    for i in range(200):
+        producer.send(TOPIC, os.urandom(100), partition=i % 2)
+    producer.flush(timeout=20)
+    producer.close()
+
+    (entry,) = log_dirs(node.bootstrap)
+    assert entry["error_code"] == 0
+    assert Path(entry["log_dir"]) == node.data_dir.resolve()
+    assert 0 < entry["usable_bytes"] <= entry["total_bytes"]
+    before = sizes(entry)
+    # Every partition, the offsets topic's among them; 100 records of 100 bytes and more each.
+    assert ("__consumer_offsets", 0) in before
+    assert [before[(TOPIC, p)] for p in range(3)] == [on_disk(node.data_dir, p) for p in range(3)]
+    assert before[(TOPIC, 0)] > 100 * 100 and before[(TOPIC, 2)] == 0
+
+    node.stop()
+    node.start()
+    asked = log_dirs(node.bootstrap, topic_partitions={TOPIC: [1, 7], "absent": [0]})
+    # What exists of what was asked: partition 7 and the unknown topic are left out.
+    assert sizes(asked[0]) == {(TOPIC, 1): before[(TOPIC, 1)]}
