@@ -15,9 +15,10 @@ The same engine carries `__consumer_offsets` (the coordinator's records), user t
   by being deleted whole (retention, DeleteRecords).
 - Opening a log verifies every batch. A damaged batch with no valid batch after it (a torn
   write, a flipped bit in the last batch) is the tail: it is cut off, with a log line naming
-  the file and position. A damaged batch with valid data after it is corruption that cannot be
-  repaired without losing acknowledged records: opening fails with `CorruptLog`, nothing is
-  skipped silently.
+  the file and position, and so is an empty segment after it (rolled before a crash). A
+  damaged batch with valid data after it is corruption that cannot be repaired without
+  losing acknowledged records: opening fails with `CorruptLog`, nothing is skipped
+  silently.
 - A cleaner swap is crash-safe: `B-E.log.cleaned` is an unfinished cleaning (deleted at
   open); `B-E.log.swap` is a finished one, replacing the segments with base offsets in
   [B, E), whose swap-in was interrupted (completed at open).
@@ -155,10 +156,24 @@ class PartitionLog:
             if not segments:
                 segments = [FileSegment.create(directory, self.log_start_offset)]
                 fsync_dir(directory)
+            # The log's tail is its last segment holding anything: a segment rolled just
+            # before a crash may follow a torn one, empty.
+            tail = len(segments) - 1
+            while tail > 0 and paths[tail].stat().st_size == 0:
+                tail -= 1
             for index, segment in enumerate(segments):
                 assert isinstance(segment, FileSegment)
-                self._recover(segment, index == len(segments) - 1, on_batch)
+                cut = self._recover(segment, index >= tail, on_batch)
                 self.next_offset = max(self.next_offset, segment.next_offset)
+                if cut and index < len(segments) - 1:
+                    # The empty segments after a cut tail begin past the offsets it lost:
+                    # drop them, so that appends continue where the valid data ends.
+                    assert all(p.stat().st_size == 0 for p in paths[index + 1 :])
+                    for empty in segments[index + 1 :]:
+                        empty.delete()
+                    fsync_dir(directory)
+                    segments = segments[: index + 1]
+                    break
             self._install(segments)
         if self.log_start_offset < self.segments[0].base_offset:
             self.log_start_offset = self.segments[0].base_offset
@@ -171,7 +186,8 @@ class PartitionLog:
         self.segments = segments
         self._bases = [s.base_offset for s in segments]
 
-    def _recover(self, segment: FileSegment, last: bool, on_batch: BatchCallback | None) -> None:
+    def _recover(self, segment: FileSegment, last: bool, on_batch: BatchCallback | None) -> bool:
+        """Check every batch of `segment`; True if its damaged tail was cut off."""
         size = segment.path.stat().st_size
         scan = scan_batches(segment.read, size, segment.base_offset, segment, on_batch)
         if scan.damage_at is not None:
@@ -190,6 +206,7 @@ class PartitionLog:
                 Truncation(segment.path, scan.damage_at, size - scan.damage_at, scan.reason)
             )
         segment.next_offset = max(segment.next_offset, scan.next_offset)
+        return scan.damage_at is not None
 
     def _finish_interrupted_swaps(self) -> None:
         directory = self.directory

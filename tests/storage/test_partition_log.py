@@ -109,6 +109,40 @@ def test_a_torn_last_batch_is_truncated_with_a_log_line(
     assert append(again, [commit("g", 0, 77)], timestamp=9) == 4
 
 
+def test_a_torn_tail_before_an_empty_segment_is_truncated_and_it_goes(tmp_path: Path) -> None:
+    # A segment rolled just before a crash is empty; the one before it is still the tail.
+    plog = open_log(tmp_path)
+    for i in range(5):
+        append(plog, [commit("g", 0, i)], timestamp=i)
+    plog.roll()
+    plog.close()
+    first, empty = sorted(tmp_path.glob("*.log"))
+    assert empty.stat().st_size == 0
+    size = first.stat().st_size
+    with open(first, "r+b") as f:
+        f.truncate(size - 7)
+    again = open_log(tmp_path)
+    (cut,) = again.truncations
+    assert cut.path == first and cut.position == size - (size // 5)
+    assert offsets_by_key(again) == {("g", 0): 3}
+    assert sorted(tmp_path.glob("*.log")) == [first]
+    # Appends continue where the valid data ends, with no gap in the offsets.
+    assert append(again, [commit("g", 0, 77)], timestamp=9) == 4
+    again.close()
+    assert [r.offset for r in open_log(tmp_path).records()] == [0, 1, 2, 3, 4]
+
+
+def test_an_empty_segment_after_sound_ones_stays(tmp_path: Path) -> None:
+    plog = open_log(tmp_path)
+    for i in range(3):
+        append(plog, [commit("g", 0, i)], timestamp=i)
+    plog.roll()
+    plog.close()
+    again = open_log(tmp_path)
+    assert again.truncations == [] and len(again.segments) == 2
+    assert append(again, [commit("g", 0, 9)], timestamp=9) == 3
+
+
 def test_a_flipped_bit_in_the_last_batch_is_truncated(tmp_path: Path) -> None:
     plog = open_log(tmp_path)
     for i in range(5):
