@@ -25,6 +25,7 @@ from kafka.protocol.metadata import ApiVersionsRequest, FindCoordinatorRequest, 
 from minicoord.clients.connection import ProtocolClient
 from minicoord.clients.doctor_checks import (
     CANNOT,
+    DEFAULT_SASL_MECHANISM,
     FIND_COORDINATOR,
     METADATA,
     OK,
@@ -99,6 +100,9 @@ async def examine(host: str, port: int, settings: dict[str, str], timeout: float
     finally:
         await client.close()
     mechanism = settings.get("sasl.mechanism", settings.get("sasl.mechanisms"))
+    if not mechanism and settings.get("security.protocol", "").upper().startswith("SASL_"):
+        # A client given no mechanism tries its default one: ask for that.
+        mechanism = DEFAULT_SASL_MECHANISM
     if mechanism and adv.has(SASL_HANDSHAKE):
         extra["sasl"] = await _sasl_mechanisms(host, port, client_id, mechanism, timeout)
     report["features"] = [f.as_dict() for f in features(adv)]

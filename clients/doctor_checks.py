@@ -133,7 +133,7 @@ Rule = Callable[[Advertised, str, dict[str, str], dict[str, Any]], tuple[str, st
 
 
 def _security(
-    adv: Advertised, value: str, _: dict[str, str], extra: dict[str, Any]
+    adv: Advertised, value: str, settings: dict[str, str], extra: dict[str, Any]
 ) -> tuple[str, str]:
     protocol = value.upper()
     reasons = []
@@ -148,8 +148,14 @@ def _security(
             reasons.append(
                 f"{' and '.join(missing)} not advertised: the server does no SASL authentication"
             )
-        elif (extra.get("sasl") or {}).get("error") == ILLEGAL_SASL_STATE:
+        elif (answer := extra.get("sasl") or {}).get("error") == ILLEGAL_SASL_STATE:
             reasons.append(_NO_SASL)
+        elif answer and not answer["accepted"] and not _MECHANISM_KEYS & settings.keys():
+            enabled = ", ".join(answer["enabled"]) or "none"
+            reasons.append(
+                f"SaslHandshake refused {DEFAULT_SASL_MECHANISM}, the mechanism clients use "
+                f"when sasl.mechanism is not set (enabled: {enabled})"
+            )
     if protocol not in ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"):
         return (
             CANNOT,
@@ -164,6 +170,9 @@ def _security(
 
 # What a listener without SASL answers a SaslHandshake with, as Kafka's does.
 ILLEGAL_SASL_STATE = 34
+# librdkafka's and the Java client's sasl.mechanism when none is set.
+DEFAULT_SASL_MECHANISM = "GSSAPI"
+_MECHANISM_KEYS = {"sasl.mechanism", "sasl.mechanisms"}
 _NO_SASL = (
     "SaslHandshake answered ILLEGAL_SASL_STATE: this listener does no SASL authentication "
     "(a SASL listener is another port)"

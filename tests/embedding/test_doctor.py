@@ -104,6 +104,13 @@ def test_doctor_against_minicoord(
     assert "this listener does no SASL authentication" in row(out, "sasl.mechanism=PLAIN")[2]
     assert row(out, "transactional.id=tx-1")[1] == "CANNOT WORK"
 
+    # With no mechanism named, a client tries its default (GSSAPI): the handshake is asked,
+    # and this listener answers it ILLEGAL_SASL_STATE.
+    code, out = doctor(capsys, server.bootstrap, "-X", "security.protocol=SASL_PLAINTEXT")
+    assert code == 1
+    assert row(out, "security.protocol=SASL_PLAINTEXT")[1] == "CANNOT WORK"
+    assert "answered ILLEGAL_SASL_STATE" in row(out, "security.protocol=SASL_PLAINTEXT")[2]
+
     code, out = doctor(capsys, "--json", server.bootstrap, "-X", "group.protocol=consumer")
     report = json.loads(out)
     assert code == 0 and report["bootstrap"] == server.bootstrap
@@ -159,6 +166,13 @@ def test_doctor_against_a_server_without_the_apis_a_setting_needs(
     # The last -X of a key wins, as in librdkafka: the classic protocol can work.
     assert row(out, "group.protocol=classic")[1] == "ok"
 
+    # With no mechanism named, a client tries its default (GSSAPI): the handshake is asked,
+    # and this listener answers it ILLEGAL_SASL_STATE.
+    code, out = doctor(capsys, server.bootstrap, "-X", "security.protocol=SASL_PLAINTEXT")
+    assert code == 1
+    assert row(out, "security.protocol=SASL_PLAINTEXT")[1] == "CANNOT WORK"
+    assert "answered ILLEGAL_SASL_STATE" in row(out, "security.protocol=SASL_PLAINTEXT")[2]
+
     code, out = doctor(capsys, "--json", server.bootstrap, "-X", "group.protocol=consumer")
     (check,) = json.loads(out)["checks"]
     assert code == 1 and check["verdict"] == "cannot work"
@@ -203,3 +217,23 @@ def test_doctor_refuses_a_malformed_setting(capsys: pytest.CaptureFixture[str]) 
     capsys.readouterr()
     assert main(["doctor", "127.0.0.1:9", "-X", "group.protocol"]) == 2
     assert capsys.readouterr().err == "minicoord: -X 'group.protocol': expected KEY=VALUE\n"
+
+
+def test_a_sasl_protocol_without_a_mechanism_is_judged_by_the_clients_default() -> None:
+    from minicoord.clients.doctor_checks import Advertised, check_settings
+
+    adv = Advertised({17: (0, 1), 36: (0, 2)}, {})
+    refused = {"accepted": False, "enabled": ["PLAIN", "SCRAM-SHA-256"]}
+    (finding,) = check_settings(adv, {"security.protocol": "SASL_SSL"}, {"sasl": refused})
+    assert finding.verdict == "cannot work"
+    assert finding.reason == (
+        "SaslHandshake refused GSSAPI, the mechanism clients use when sasl.mechanism is not "
+        "set (enabled: PLAIN, SCRAM-SHA-256)"
+    )
+    # Named, the mechanism is judged on its own row; the protocol's needs are met.
+    named = {"security.protocol": "SASL_SSL", "sasl.mechanisms": "GSSAPI"}
+    protocol, mechanism = check_settings(adv, named, {"sasl": refused})
+    assert protocol.verdict == "ok" and mechanism.verdict == "cannot work"
+    accepted = {"accepted": True, "enabled": ["GSSAPI"]}
+    (ok,) = check_settings(adv, {"security.protocol": "SASL_SSL"}, {"sasl": accepted})
+    assert ok.verdict == "ok"
