@@ -299,8 +299,7 @@ class KafkaConnection(asyncio.Protocol):
             self.abort(f"malformed request header: {exc}")
             return
         client_id = header.client_id
-        if client_id != self._client_id:
-            # Interned: the coordinator's member records of this client share the one copy.
+        if client_id != self._client_id:  # _note_client_id, inlined: every request passes
             self._client_id = sys.intern(client_id) if client_id else client_id
         handlers = self.broker.handlers
         handler = handlers.loaded.get(header.api_key) or handlers.get(header.api_key)
@@ -498,6 +497,11 @@ class KafkaConnection(asyncio.Protocol):
             self._queue = None
         if ready and self._read_paused:
             self._maybe_resume()
+
+    def _note_client_id(self, client_id: str | None) -> None:
+        if client_id != self._client_id:
+            # Interned: the coordinator's member records of this client share the one copy.
+            self._client_id = sys.intern(client_id) if client_id else client_id
 
     def abort(self, reason: str, logged: bool = True) -> None:
         """Close the connection; `logged=False` when the caller has already said why."""

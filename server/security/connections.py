@@ -107,6 +107,7 @@ class SaslConnection(KafkaConnection):
         except MalformedHeader:
             self.abort(f"not a Kafka request during SASL {phase}")
             return
+        self._note_client_id(header.client_id)  # the close's log line names the client
         key = header.api_key
         if key == API_VERSIONS:
             if auth.api_versions_allowed():

@@ -90,6 +90,11 @@ def test_every_refusal_and_the_bystander_keeps_being_served(
     assert raw.api_versions().error_code == 0  # allowed, once
     raw.send(MetadataRequest(version=1, topics=[]), 1)
     assert raw.closed_by_server()
+    # The same as the first request: the close's log line still names the client.
+    raw = Raw(server.address_of("SASL_PLAINTEXT"))
+    cid = b"first-request"
+    raw.send_raw(struct.pack(">hhih", 3, 1, 7, len(cid)) + cid + struct.pack(">i", 0))
+    assert raw.closed_by_server()
 
     # SaslAuthenticate without a handshake: closed.
     raw = Raw(server.address_of("SASL_PLAINTEXT"))
@@ -135,7 +140,11 @@ def test_every_refusal_and_the_bystander_keeps_being_served(
     _no_secret_logged(caplog)
     closing = [r.getMessage() for r in caplog.records if "closing connection" in r.getMessage()]
     assert any("Invalid username or password" in line for line in closing), closing
-    assert any("Unexpected Kafka request of type Metadata" in line for line in closing), closing
+    # The line names the client by the id its request gave, though it never logged in.
+    assert any(
+        "(client id 'first-request'): Unexpected Kafka request of type Metadata" in line
+        for line in closing
+    ), closing
     # Each refused TLS handshake is a log line naming the client and why (the event loop's
     # own TLS server would have dropped them without one).
     reasons = ("WRONG_VERSION_NUMBER", "CERTIFICATE_VERIFY_FAILED", "PEER_DID_NOT_RETURN")
