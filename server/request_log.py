@@ -105,6 +105,7 @@ class Refusals:
         version: int,
         reason: str,
         detail: str | None = None,
+        group: str | None = None,
     ) -> bool:
         """Log the refusal unless this client had the same one within the window; True if
         a line was written."""
@@ -127,22 +128,28 @@ class Refusals:
             text += f" ({detail})"
         if held_back:
             text += f"; {held_back} more like it in the last {self.window_s:.0f} s not logged"
-        log.info(
-            text,
-            extra={
-                "event": "refused",
-                "api": api,
-                "api_version": version,
-                "peer": peer,
-                "client_id": client_id,
-                "reason": reason,
-                "held_back": held_back,
-            },
-        )
+        fields = {
+            "event": "refused",
+            "api": api,
+            "api_version": version,
+            "peer": peer,
+            "client_id": client_id,
+            "reason": reason,
+            "held_back": held_back,
+        }
+        if group is not None:
+            fields["group"] = [group]  # a list, as a request line's (a request may name several)
+        log.info(text, extra=fields)
         return True
 
     def consumer_group_heartbeat(
-        self, client_id: str, client_host: str, version: int, error: ErrorCode, message: str | None
+        self,
+        client_id: str,
+        client_host: str,
+        version: int,
+        error: ErrorCode,
+        message: str | None,
+        group: str,
     ) -> None:
         """The coordinator refused a ConsumerGroupHeartbeat (its hot path stays untouched:
         this runs only in the branch that refuses)."""
@@ -154,6 +161,7 @@ class Refusals:
                 version,
                 error.name,
                 message,
+                group,
             )
 
     def _expire(self, now: float) -> None:
@@ -164,11 +172,14 @@ class Refusals:
             windows.clear()
 
 
-def refused(ctx: RequestContext, error: ErrorCode, detail: str | None = None) -> None:
-    """A handler refusing a request the client cannot get past: one rate-limited INFO line."""
+def refused(
+    ctx: RequestContext, error: ErrorCode, detail: str | None = None, group: str | None = None
+) -> None:
+    """A handler refusing a request the client cannot get past: one rate-limited INFO line
+    (with the group the request names, if any, as a field of its JSON form)."""
     peer = getattr(ctx.channel, "peer", "unknown")
     ctx.broker.refusals.note(
-        peer, ctx.header.client_id, ctx.spec.name, ctx.version, error.name, detail
+        peer, ctx.header.client_id, ctx.spec.name, ctx.version, error.name, detail, group
     )
 
 

@@ -79,7 +79,7 @@ class GroupCoordinator(GroupAdmin):
         self.expire_offsets = requests.expire_offsets
         # Told of each refused ConsumerGroupHeartbeat (client id, host, version, error,
         # message): the broker's request log words the ones a client cannot get past.
-        self.on_refusal: Callable[[str, str, int, ErrorCode, str | None], None] | None = None
+        self.on_refusal: Callable[[str, str, int, ErrorCode, str | None, str], None] | None = None
         self._partitions: dict[str, int] = {}
 
     @cached_property
@@ -433,7 +433,9 @@ class GroupCoordinator(GroupAdmin):
             return fx.result(outcome)
         except HeartbeatError as exc:
             if self.on_refusal is not None:
-                self.on_refusal(client_id, client_host, version, exc.error, exc.message)
+                self.on_refusal(
+                    client_id, client_host, version, exc.error, exc.message, req.group_id
+                )
             # Refused before anything changed: none of the effects gathered so far apply.
             return Effects().result(HeartbeatOutcome(exc.error, exc.message))
 

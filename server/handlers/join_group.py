@@ -91,7 +91,7 @@ class JoinReply(ParkedReply):
                 self.protocol_type,
                 self.protocols,
             )
-            refused(ctx, outcome.error, why)
+            refused(ctx, outcome.error, why, self.group_id)
         protocol_name = outcome.protocol_name
         if protocol_name is None and version < 7:
             protocol_name = ""

@@ -56,7 +56,7 @@ class SyncReply(ParkedReply):
 
     def make(self, outcome: SyncOutcome) -> EncodedResponse:
         if outcome.error in UNRECOVERABLE:
-            refused(self.context(), outcome.error, f"group {self.group_id!r}")
+            refused(self.context(), outcome.error, f"group {self.group_id!r}", self.group_id)
         # Packed by hand (byte-equal to the generated encoder, see its tests): the leader's
         # assignment releases every follower's answer at once.
         body = fast_rebalance.encode_sync_response(

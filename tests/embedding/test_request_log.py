@@ -164,6 +164,8 @@ async def test_refusals_are_logged_once_per_client_and_reason_in_a_burst(
             (logging.INFO, "looper", "Heartbeat"),
             (logging.INFO, "looper", "ConsumerGroupHeartbeat"),
         ], caplog.text
+        assert refusals[3].group == ["g848"]  # a field of the JSON line, as the README says
+        assert not hasattr(refusals[0], "group")  # a request that names no group
         assert refusals[3].getMessage() == (
             "refused ConsumerGroupHeartbeat v1 from 127.0.0.1 client_id=looper: "
             "UNSUPPORTED_ASSIGNOR (ServerAssignor no-such-assignor is not supported. "
@@ -227,6 +229,7 @@ async def test_join_and_sync_refusals_name_the_clients_own_settings(
         ),
         ("refused SyncGroup v5", "INCONSISTENT_GROUP_PROTOCOL (group 'g')"),
     ], caplog.text
+    assert [r.group for r in caplog.records if r.name == REQUESTS] == [["g"]] * 3
 
 
 def _join(group: str, session_ms: int, protocol: str, member_id: str = "") -> Any:
