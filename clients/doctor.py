@@ -7,6 +7,9 @@ before it does anything: ApiVersions (which APIs and versions, finalized feature
 and whether each `-X` setting can, with the reason when not: the question to ask when a
 consumer hangs without a word.
 
+With `security.protocol=SSL` or `SASL_SSL` it speaks TLS, set up from the client's `ssl.*`
+settings as librdkafka reads them, and plaintext only when that fails.
+
 Exit status: 0 every setting given can work; 1 one cannot (or the advertised listeners are
 unreachable from here, which stops every client after bootstrap); 2 a malformed -X; 3 no
 Kafka answer at that address.
@@ -53,6 +56,33 @@ def parse_settings(pairs: list[str]) -> dict[str, str]:
     return settings
 
 
+def tls_context(settings: dict[str, str]) -> Any:
+    """For `security.protocol=SSL` or `SASL_SSL`, an SSL context built from librdkafka's
+    `ssl.*` settings as a client builds it (None otherwise); ValueError for a file it cannot
+    use."""
+    if settings.get("security.protocol", "").upper() not in ("SSL", "SASL_SSL"):
+        return None
+    import ssl
+
+    try:
+        context = ssl.create_default_context(cafile=settings.get("ssl.ca.location") or None)
+        if settings.get("enable.ssl.certificate.verification", "true").lower() == "false":
+            context.check_hostname = False
+            context.verify_mode = ssl.CERT_NONE
+        elif settings.get("ssl.endpoint.identification.algorithm", "https").lower() == "none":
+            context.check_hostname = False
+        certificate = settings.get("ssl.certificate.location")
+        if certificate:
+            context.load_cert_chain(
+                certificate,
+                settings.get("ssl.key.location") or None,
+                settings.get("ssl.key.password") or None,
+            )
+    except (OSError, ssl.SSLError) as exc:
+        raise ValueError(f"the ssl.* settings cannot be used: {exc}") from exc
+    return context
+
+
 def split_address(address: str) -> tuple[str, int]:
     host, sep, port = address.rpartition(":")
     if not sep or not port.isdigit():
@@ -65,30 +95,32 @@ def _version(adv: Advertised, key: int) -> int:
     return min(adv.apis[key][1], SPECS[key].max_version)
 
 
-async def examine(host: str, port: int, settings: dict[str, str], timeout: float) -> dict[str, Any]:
-    """Everything the doctor learns, as plain data (what `--json` prints)."""
+async def examine(
+    host: str, port: int, settings: dict[str, str], timeout: float, tls: Any = None
+) -> dict[str, Any]:
+    """Everything the doctor learns, as plain data (what `--json` prints). With `tls` (an
+    SSL context, for SSL and SASL_SSL) it speaks TLS first, as the client would, and plaintext
+    only when that fails, to tell a listener that does not speak TLS."""
     report: dict[str, Any] = {"bootstrap": f"{host}:{port}", "settings": settings}
     client_id = settings.get("client.id", "minicoord-doctor")
-    try:
-        client = await asyncio.wait_for(ProtocolClient.connect(host, port, client_id), timeout)
-    except (OSError, TimeoutError) as exc:
-        report["error"] = f"cannot connect to {host}:{port}: {_why(exc, timeout)}"
-        return report
-    try:
-        adv = await asyncio.wait_for(_api_versions(client), timeout)
-    except Exception as exc:
-        await client.close()
-        report["error"] = (
-            f"connected to {host}:{port}, but it did not answer ApiVersions in the plaintext "
-            f"Kafka protocol ({_why(exc, timeout)}): a TLS listener, or not Kafka?"
-        )
+    client, adv, failed = None, None, None
+    if tls is not None:
+        client, adv, failed = await _first_answer(host, port, client_id, timeout, tls)
+        if adv is None:
+            report["tls_error"] = failed
+    if adv is None:
+        tls = None
+        client, adv, failed = await _first_answer(host, port, client_id, timeout, None)
+    if adv is None or client is None:
+        tls_failed = report.get("tls_error")
+        report["error"] = f"{tls_failed}; in plaintext: {failed}" if tls_failed else failed
         return report
     report["apis"] = [
         {"key": k, "name": api_name(k), "min": low, "max": high}
         for k, (low, high) in sorted(adv.apis.items())
     ]
     report["finalized_features"] = adv.features
-    extra: dict[str, Any] = {"plaintext": True}
+    extra: dict[str, Any] = {"plaintext": tls is None, "tls_error": report.get("tls_error")}
     try:
         await _ask(client, adv, settings, report, extra, (host, port), timeout)
     except Exception as exc:
@@ -104,11 +136,41 @@ async def examine(host: str, port: int, settings: dict[str, str], timeout: float
         # A client given no mechanism tries its default one: ask for that.
         mechanism = DEFAULT_SASL_MECHANISM
     if mechanism and adv.has(SASL_HANDSHAKE):
-        extra["sasl"] = await _sasl_mechanisms(host, port, client_id, mechanism, timeout)
+        extra["sasl"] = await _sasl_mechanisms(host, port, client_id, mechanism, timeout, tls)
     report["features"] = [f.as_dict() for f in features(adv)]
     report["listeners"] = _listeners(report).as_dict()
     report["checks"] = [f.as_dict() for f in check_settings(adv, settings, extra)]
     return report
+
+
+async def _first_answer(
+    host: str, port: int, client_id: str, timeout: float, tls: Any
+) -> tuple[ProtocolClient | None, Advertised | None, str | None]:
+    """A connection (TLS with an SSL context) and its ApiVersions answer, or why not."""
+    how = "TLS" if tls is not None else "plaintext"
+    try:
+        client = await asyncio.wait_for(
+            ProtocolClient.connect(host, port, client_id, ssl=tls), timeout
+        )
+    except (OSError, TimeoutError) as exc:
+        return None, None, f"cannot connect to {host}:{port} ({how}): {_why(exc, timeout)}"
+    try:
+        return client, await asyncio.wait_for(_api_versions(client), timeout), None
+    except Exception as exc:
+        await client.close()
+        hint = (
+            "a TLS listener, or not Kafka?"
+            if tls is None
+            else "not Kafka, or a listener wanting a client certificate (ssl.certificate.location)?"
+        )
+        return (
+            None,
+            None,
+            (
+                f"connected to {host}:{port}, but it did not answer ApiVersions in the {how} "
+                f"Kafka protocol ({_why(exc, timeout)}): {hint}"
+            ),
+        )
 
 
 def _why(exc: BaseException, timeout: float) -> str:
@@ -250,14 +312,16 @@ async def _reachable(host: str, port: int, bootstrap: tuple[str, int], timeout: 
 
 
 async def _sasl_mechanisms(
-    host: str, port: int, client_id: str, mechanism: str, timeout: float
+    host: str, port: int, client_id: str, mechanism: str, timeout: float, tls: Any = None
 ) -> dict[str, Any] | None:
     """Whether the server takes `mechanism`, and the mechanisms it names: a SaslHandshake on
     a connection of its own (the handshake commits a connection to authenticating)."""
     from kafka.protocol.sasl import SaslHandshakeRequest, SaslHandshakeResponse
 
     try:
-        client = await asyncio.wait_for(ProtocolClient.connect(host, port, client_id), timeout)
+        client = await asyncio.wait_for(
+            ProtocolClient.connect(host, port, client_id, ssl=tls), timeout
+        )
         try:
             request = SaslHandshakeRequest(version=1, mechanism=mechanism)
             request.with_header(correlation_id=1, client_id=client_id)
@@ -303,10 +367,11 @@ def run(args: argparse.Namespace) -> int:
     try:
         settings = parse_settings(args.settings)
         host, port = split_address(args.bootstrap)
+        tls = tls_context(settings)
     except ValueError as exc:
         print(f"minicoord: {exc}", file=sys.stderr)
         return 2
-    report = asyncio.run(examine(host, port, settings, args.timeout))
+    report = asyncio.run(examine(host, port, settings, args.timeout, tls))
     if args.json:
         print(json.dumps(report, indent=2, ensure_ascii=False, default=str))
     else:

@@ -138,9 +138,10 @@ def _security(
     protocol = value.upper()
     reasons = []
     if protocol in ("SSL", "SASL_SSL") and extra.get("plaintext"):
+        failed = extra.get("tls_error")
         reasons.append(
             "this listener answered plaintext Kafka requests, so it does not speak TLS: the "
-            "client's TLS handshake fails here"
+            "client's TLS handshake fails here" + (f" ({failed})" if failed else "")
         )
     if protocol in ("SASL_PLAINTEXT", "SASL_SSL"):
         missing = adv.missing((SASL_HANDSHAKE, SASL_AUTHENTICATE))
@@ -165,6 +166,13 @@ def _security(
         return CANNOT, "; ".join(reasons)
     if protocol == "PLAINTEXT":
         return OK, "the listener answered plaintext Kafka requests"
+    if protocol == "SSL":
+        return OK, "the listener answered Kafka requests over TLS"
+    if protocol == "SASL_SSL":
+        return (
+            OK,
+            "the listener answered Kafka over TLS and advertises SASL (no credentials checked)",
+        )
     return OK, "the APIs it needs are advertised (credentials are not checked)"
 
 
