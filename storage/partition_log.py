@@ -150,8 +150,10 @@ class PartitionLog:
             directory.mkdir(parents=True, exist_ok=True)
             self._finish_interrupted_swaps()
             paths = sorted(directory.glob("*" + SUFFIX))
+            sizes = [p.stat().st_size for p in paths]
             segments: list[Segment] = [
-                FileSegment(p, int(p.name[: -len(SUFFIX)]), p.stat().st_size) for p in paths
+                FileSegment(p, int(p.name[: -len(SUFFIX)]), size)
+                for p, size in zip(paths, sizes, strict=True)
             ]
             if not segments:
                 segments = [FileSegment.create(directory, self.log_start_offset)]
@@ -159,7 +161,7 @@ class PartitionLog:
             # The log's tail is its last segment holding anything: a segment rolled just
             # before a crash may follow a torn one, empty.
             tail = len(segments) - 1
-            while tail > 0 and paths[tail].stat().st_size == 0:
+            while tail > 0 and sizes[tail] == 0:
                 tail -= 1
             for index, segment in enumerate(segments):
                 assert isinstance(segment, FileSegment)
@@ -168,7 +170,7 @@ class PartitionLog:
                 if cut and index < len(segments) - 1:
                     # The empty segments after a cut tail begin past the offsets it lost:
                     # drop them, so that appends continue where the valid data ends.
-                    assert all(p.stat().st_size == 0 for p in paths[index + 1 :])
+                    assert not any(sizes[index + 1 :])
                     for empty in segments[index + 1 :]:
                         empty.delete()
                     fsync_dir(directory)

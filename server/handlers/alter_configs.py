@@ -15,36 +15,16 @@ from typing import Any
 from kafka.protocol.admin import AlterConfigsResponse
 from minicoord.protocol.apis import SPECS
 from minicoord.server.handlers.base import Handler, RequestContext
-from minicoord.server.handlers.incremental_alter_configs import (
-    alter_resource,
-    answer_after_records,
-)
+from minicoord.server.handlers.incremental_alter_configs import alter_resources
 from minicoord.server.topic_configs import TOPIC_CONFIGS, InvalidConfig
 
 API_KEY = 33
-Response = AlterConfigsResponse.AlterConfigsResourceResponse
 
 
 def handle(ctx: RequestContext, request: Any) -> Any:
-    responses = []
-    for r in request.resources:
-        error, message = alter_resource(
-            ctx,
-            r.resource_type,
-            r.resource_name,
-            lambda _current, configs=r.configs: _replacing(configs),
-            request.validate_only,
-        )
-        responses.append(
-            Response(
-                error_code=error,
-                error_message=message,
-                resource_type=r.resource_type,
-                resource_name=r.resource_name,
-            )
-        )
-    response = AlterConfigsResponse(version=ctx.version, throttle_time_ms=0, responses=responses)
-    return answer_after_records(ctx, response)
+    return alter_resources(
+        ctx, request, AlterConfigsResponse, lambda r: lambda _current: _replacing(r.configs)
+    )
 
 
 def _replacing(configs: Any) -> dict[str, str]:

@@ -23,31 +23,43 @@ from minicoord.server.topic_configs import TOPIC_CONFIGS, ConfigType, InvalidCon
 API_KEY = 44
 RESOURCE_TOPIC = 2
 SET, DELETE, APPEND, SUBTRACT = 0, 1, 2, 3
-Response = IncrementalAlterConfigsResponse.AlterConfigsResourceResponse
 
 
 def handle(ctx: RequestContext, request: Any) -> Any:
+    return alter_resources(
+        ctx,
+        request,
+        IncrementalAlterConfigsResponse,
+        lambda r: lambda current: _altered(current, r.configs),
+    )
+
+
+def alter_resources(
+    ctx: RequestContext,
+    request: Any,
+    response_cls: Any,
+    overrides_for: Callable[[Any], Callable[[dict[str, str]], dict[str, str]]],
+) -> Any:
+    """Alter each resource of an AlterConfigs or IncrementalAlterConfigs request, the new
+    overrides of each made by `overrides_for(resource)` (see alter_resource), and answer
+    once the ConfigRecords are written."""
     responses = []
     for r in request.resources:
         error, message = alter_resource(
-            ctx,
-            r.resource_type,
-            r.resource_name,
-            lambda current, changes=r.configs: _altered(current, changes),
-            request.validate_only,
+            ctx, r.resource_type, r.resource_name, overrides_for(r), request.validate_only
         )
         responses.append(
-            Response(
+            response_cls.AlterConfigsResourceResponse(
                 error_code=error,
                 error_message=message,
                 resource_type=r.resource_type,
                 resource_name=r.resource_name,
             )
         )
-    response = IncrementalAlterConfigsResponse(
-        version=ctx.version, throttle_time_ms=0, responses=responses
-    )
-    return answer_after_records(ctx, response)
+    response = response_cls(version=ctx.version, throttle_time_ms=0, responses=responses)
+    parked = ctx.park(lambda _: response)
+    ctx.broker.apply(Result(None, [], []), parked)
+    return parked
 
 
 def alter_resource(
@@ -58,8 +70,7 @@ def alter_resource(
     validate_only: bool,
 ) -> tuple[ErrorCode, str | None]:
     """Give a topic the overrides `overrides_of` makes of its current ones (raising
-    InvalidConfig to refuse), validated as at CreateTopics; the error and message to answer.
-    Shared by AlterConfigs and IncrementalAlterConfigs."""
+    InvalidConfig to refuse), validated as at CreateTopics; the error and message to answer."""
     broker = ctx.broker
     refusal = authorize.config_refusal(ctx, resource_type, name, authorize.ALTER_CONFIGS)
     if refusal is not None:
@@ -80,13 +91,6 @@ def alter_resource(
     if not validate_only:
         broker.alter_topic_configs(topic, overrides)
     return ErrorCode.NONE, None
-
-
-def answer_after_records(ctx: RequestContext, response: Any) -> Any:
-    """The answer, once the ConfigRecords of this turn are written (as every change is)."""
-    parked = ctx.park(lambda _: response)
-    ctx.broker.apply(Result(None, [], []), parked)
-    return parked
 
 
 def _altered(overrides: dict[str, str], changes: Any) -> dict[str, str]:
