@@ -73,6 +73,14 @@ class Server:
         """
         from minicoord.server.security.listeners import listeners_of
 
+        for what, number in (
+            ("port", port),
+            ("metrics_port", metrics_port),
+            ("control_port", control_port),
+        ):
+            # Checked here: the loop's bind would take 70000 as 4464 (a 16-bit field).
+            if number is not None and not 0 <= number <= 65535:
+                raise ValueError(f"{what} {number} is not a port (0-65535)")
         self.config = config or Config()
         self.listeners = listeners_of(self.config, host, port)
         first = self.listeners[0]

@@ -43,6 +43,17 @@ class _HelpFormatter(argparse.HelpFormatter):
         super().__init__(prog, **kwargs)
 
 
+def _port(text: str) -> int:
+    # Checked here, for the error a flag gets (the server checks again, for embedders).
+    try:
+        port = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a port number") from None
+    if not 0 <= port <= 65535:
+        raise argparse.ArgumentTypeError(f"{port} is not a port (0-65535)")
+    return port
+
+
 def _user(text: str) -> tuple[str, str]:
     name, sep, password = text.partition(":")
     if not sep or not name or not password:
@@ -80,7 +91,7 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--host", default="127.0.0.1", help="address to listen on (127.0.0.1)")
     s.add_argument(
         "--port",
-        type=int,
+        type=_port,
         default=9092,
         help="port to listen on; 0 picks a free one (the listeners config, when given, "
         "replaces --host and --port)",
@@ -138,13 +149,13 @@ def build_parser() -> argparse.ArgumentParser:
     )
     s.add_argument(
         "--metrics-port",
-        type=int,
+        type=_port,
         metavar="PORT",
         help="serve Prometheus metrics at http://127.0.0.1:PORT/metrics (0 picks a port)",
     )
     s.add_argument(
         "--control-port",
-        type=int,
+        type=_port,
         metavar="PORT",
         help="serve the control API of `minicoord ctl` on 127.0.0.1:PORT (0 picks a port)",
     )

@@ -126,7 +126,7 @@ def _listen_early(args: SimpleNamespace, config: Config) -> list[socket.socket] 
     try:
         sockets = early_listen.bind(listeners)
     except OSError as exc:
-        print(f"minicoord: cannot listen on {args.host}:{args.port}: {exc}", file=sys.stderr)
+        print(f"minicoord: cannot listen: {exc.strerror or exc}", file=sys.stderr)
         return []
     early_listen.catch_stop_signals()
     print(f"minicoord listening on {describe(listeners, early_listen.bound(sockets))}", flush=True)
@@ -210,7 +210,11 @@ def main(argv: Sequence[str] | None = None, *, whole_process: bool = False) -> i
         print(f"minicoord: {exc}", file=sys.stderr)
         return 2
     except OSError as exc:
-        print(f"minicoord: cannot listen on {options.host}:{options.port}: {exc}", file=sys.stderr)
+        if exc.filename is not None:  # the data directory, not an address
+            print(f"minicoord: cannot use {exc.filename}: {exc.strerror}", file=sys.stderr)
+            return 2
+        # The loop's bind error names the address (--port's, or an HTTP port's).
+        print(f"minicoord: cannot listen: {exc.strerror or exc}", file=sys.stderr)
         return 1
     return 0
 

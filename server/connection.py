@@ -140,9 +140,16 @@ class KafkaConnection(asyncio.Protocol):
         peer = transport.get_extra_info("peername")
         if peer:
             self.client_host = _shared(f"/{peer[0]}")
-        if self.advertised is None:
+        advertised = self.advertised
+        if advertised is None or not advertised[0] or not advertised[1]:
+            # Nothing advertised, or advertised.listeners left the host empty or the port 0:
+            # the address connected to fills the gaps, as Kafka fills them from its host name
+            # and bound port.
             local = transport.get_extra_info("sockname")
-            self.advertised = _shared(local[:2]) if local else ("", 0)
+            local = local[:2] if local else ("", 0)
+            if advertised is not None:
+                local = (advertised[0] or local[0], advertised[1] or local[1])
+            self.advertised = _shared(local)
         limit = self.broker.config.max_connections
         if len(self.broker.connections) >= limit:
             self.abort(f"max.connections={limit} reached")

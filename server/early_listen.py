@@ -79,7 +79,15 @@ def bind(listeners: list[Listener]) -> list[socket.socket]:
             sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
             if family == socket.AF_INET6:
                 sock.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 1)
-            sock.bind((lst.host, lst.port))
+            try:
+                sock.bind((lst.host, lst.port))
+            except OSError as exc:
+                # Named as asyncio names a bind that failed: which of several ports it was.
+                raise OSError(
+                    exc.errno,
+                    f"error while attempting to bind on address {(lst.host, lst.port)!r}: "
+                    f"{(exc.strerror or str(exc)).lower()}",
+                ) from exc
             sock.listen(BACKLOG)
             sock.setblocking(False)
     except BaseException:

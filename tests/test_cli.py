@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pathlib
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -51,6 +52,11 @@ def test_ready_line_names_the_bound_address() -> None:
         (["--acl", "allow User:a Read"], "PERMISSION PRINCIPAL OPERATION TYPE:NAME"),
         (["--acl", "allow User:a Fly group:g"], "unknown operation 'Fly'"),
         (["--config", "authorizer.class.name=x.Mine"], "authorizer.class.name is empty"),
+        # Not wrapped into 16 bits by the bind (70000 would serve on 4464), nor a traceback.
+        (["--port", "99999"], "argument --port: 99999 is not a port (0-65535)"),
+        (["--metrics-port", "70000"], "argument --metrics-port: 70000 is not a port"),
+        (["--control-port", "-1"], "argument --control-port: -1 is not a port"),
+        (["--config", "advertised.listeners=PLAINTEXT://0.0.0.0:9092"], "meta-address"),
     ],
 )
 def test_bad_arguments_exit_with_a_message(args: list[str], message: str) -> None:
@@ -219,3 +225,28 @@ def test_topic_arguments_that_collide_create_the_first_and_warn_of_the_second() 
         assert warning in server.log
     finally:
         server.stop()
+
+
+def test_a_failure_names_what_failed_not_the_kafka_port(tmp_path: pathlib.Path) -> None:
+    def serve(*args: str) -> subprocess.CompletedProcess[str]:
+        command = [sys.executable, "-m", "minicoord.server.cli", "serve", "--port", "0", *args]
+        return subprocess.run(command, capture_output=True, text=True, timeout=20)
+
+    not_a_dir = tmp_path / "file"
+    not_a_dir.write_text("")
+    result = serve("--data-dir", str(not_a_dir / "data"))
+    assert result.returncode == 2
+    assert f"minicoord: cannot use {not_a_dir}" in result.stderr
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        result = serve("--in-memory", "--metrics-port", str(port))
+        assert result.returncode == 1
+        assert (
+            f"cannot listen: error while attempting to bind on address ('127.0.0.1', {port})"
+            in (result.stderr)
+        )
+        result = serve("--in-memory", "--port", str(port))
+        assert result.returncode == 1
+        assert f"('127.0.0.1', {port}): address already in use" in result.stderr

@@ -59,6 +59,8 @@ def parse_endpoints(text: str, what: str) -> list[Endpoint]:
         host, colon, port = address.rpartition(":")
         if not sep or not name or not colon or not port.isdigit():
             raise ConfigError(f"{what} takes NAME://HOST:PORT entries, not {part!r}")
+        if int(port) > 65535:
+            raise ConfigError(f"{what}: port {port} of {part!r} is not a port (0-65535)")
         if not all(c.isalnum() or c in "_-" for c in name):
             raise ConfigError(f"{what}: listener name {name!r} is not a valid name")
         out.append(Endpoint(name.upper(), host.strip("[]"), int(port)))
@@ -98,13 +100,20 @@ def listeners_of(config: Config, host: str = "127.0.0.1", port: int = 9092) -> l
     if config.advertised_listeners:
         for e in parse_endpoints(config.advertised_listeners, "advertised.listeners"):
             advertised[e.name] = (e.host, e.port)
+        # Kafka's KafkaConfig checks, at start: a name no listener has, or the meta-address,
+        # would send clients to an address nothing serves. (An empty host or port 0 is
+        # filled in from the address a client connected to, as Kafka fills them from its own
+        # host name and bound port.)
         unknown = set(advertised) - {e.name for e in endpoints}
-        if unknown and not config.listeners and len(advertised) == 1:
-            # One listener from --host/--port: its advertised name need not match.
-            advertised = {"PLAINTEXT": next(iter(advertised.values()))}
-        elif unknown:
+        if unknown:
             raise ConfigError(
-                f"advertised.listeners names {', '.join(sorted(unknown))}, not in listeners"
+                f"advertised.listeners names {', '.join(sorted(unknown))}, not in listeners "
+                f"({', '.join(e.name for e in endpoints)})"
+            )
+        if any(host in ("0.0.0.0", "::") for host, _ in advertised.values()):
+            raise ConfigError(
+                "advertised.listeners cannot use the nonroutable meta-address 0.0.0.0 (or ::): "
+                "advertise a routable address"
             )
     out = []
     for e in endpoints:

@@ -35,6 +35,22 @@ def test_each_listener_advertises_its_own_address() -> None:
         internal.close()
 
 
+def test_an_empty_advertised_host_or_port_is_the_address_connected_to() -> None:
+    # Kafka fills these from its host name and bound port (ListenerInfo's
+    # withWildcardHostnamesResolved, withEphemeralPortsCorrected): the address a client reached
+    # is this server's equivalent, and port 0 must never be advertised.
+    for advertised, expect_host in (
+        ("PLAINTEXT://:0", None),
+        ("PLAINTEXT://proxy.test:0", "proxy.test"),
+    ):
+        with running({"advertised.listeners": advertised}) as server:
+            client = Raw(server.bootstrap)
+            broker = client.metadata().brokers[0]
+            client.close()
+            assert (broker.host, broker.port) == (expect_host or "127.0.0.1", server.port)
+            assert broker.port != 0
+
+
 def test_host_and_port_still_make_the_one_plaintext_listener() -> None:
     [only] = listeners_of(Config(), "127.0.0.1", 9092)
     assert (only.name, only.protocol, only.host, only.port) == (
@@ -62,6 +78,12 @@ def test_host_and_port_still_make_the_one_plaintext_listener() -> None:
             "not in listeners",
         ),
         ({"ssl.client.auth": "maybe", "listeners": "PLAINTEXT://:1"}, "ssl.client.auth"),
+        # Kafka refuses these at start too (KafkaConfig): a name no listener has, even the
+        # one advertised name beside the default PLAINTEXT listener, and the meta-address.
+        ({"advertised.listeners": "SSL://h:1"}, r"names SSL, not in listeners \(PLAINTEXT\)"),
+        ({"advertised.listeners": "PLAINTEXT://0.0.0.0:1"}, "meta-address"),
+        ({"advertised.listeners": "PLAINTEXT://[::]:1"}, "meta-address"),
+        ({"listeners": "PLAINTEXT://:70000"}, r"port 70000 .* not a port \(0-65535\)"),
     ],
 )
 def test_config_errors(settings: dict[str, str], message: str) -> None:
