@@ -286,7 +286,7 @@ class Server:
         """Clean every compacted log whose closed segments are dirty enough (one at a time).
 
         `__consumer_offsets` and topics with cleanup.policy=compact, each with its own
-        min.cleanable.dirty.ratio and delete.retention.ms.
+        min.cleanable.dirty.ratio, delete.retention.ms and min/max.compaction.lag.ms.
         """
         await self.loaded.wait()
         loop = asyncio.get_running_loop()
@@ -298,12 +298,18 @@ class Server:
             if topic.name == OFFSETS_TOPIC:
                 ratio = self.config.log_cleaner_min_cleanable_ratio
                 retention = self.config.log_cleaner_delete_retention_ms
+                min_lag, max_lag = 0, None
             else:
                 cfg = broker.topics.config_of(topic)
                 if not cfg.compact:
                     continue
                 ratio, retention = cfg.min_cleanable_ratio, cfg.delete_retention_ms
-            if plog.dirty_ratio() < ratio:
+                min_lag, max_lag = cfg.min_compaction_lag_ms, cfg.max_compaction_lag_ms
+            now = broker.now()
+            cleanable = plog.cleanable(now, min_lag)
+            if plog.dirty_ratio(cleanable) < ratio and not (
+                max_lag is not None and plog.compaction_overdue(cleanable, now, max_lag)
+            ):
                 continue
             # Loaded by the first log that needs cleaning: a server whose logs never roll a
             # segment (most test servers) never does.
@@ -312,7 +318,7 @@ class Server:
             prepared = None
             try:
                 prepared = await loop.run_in_executor(
-                    self._pool, prepare, plog, broker.now(), retention
+                    self._pool, prepare, plog, now, retention, cleanable
                 )
                 if prepared is None:
                     continue

@@ -223,8 +223,10 @@ class TopicConfig:
         "delete",
         "delete_retention_ms",
         "log_append_time",
+        "max_compaction_lag_ms",
         "max_message_bytes",
         "min_cleanable_ratio",
+        "min_compaction_lag_ms",
         "overrides",
         "retention_bytes",
         "retention_ms",
@@ -249,6 +251,16 @@ class TopicConfig:
         self.after_max_ms = v("message.timestamp.after.max.ms")
         self.delete_retention_ms = v("delete.retention.ms")
         self.min_cleanable_ratio = v("min.cleanable.dirty.ratio")
+        self.min_compaction_lag_ms = v("min.compaction.lag.ms")
+        self.max_compaction_lag_ms = v("max.compaction.lag.ms")
+
+    @property
+    def roll_ms(self) -> int:
+        """How long an active segment may take records before it rolls: segment.ms, or for a
+        compacted topic max.compaction.lag.ms if sooner (Kafka's LogConfig.maxSegmentMs)."""
+        if self.compact and self.max_compaction_lag_ms > 0:
+            return min(self.segment_ms, self.max_compaction_lag_ms)
+        return self.segment_ms
 
     def value(self, name: str) -> Any:
         definition = TOPIC_CONFIGS[name]

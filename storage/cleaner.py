@@ -6,7 +6,8 @@ keeps its identity (base offset, compression, producer id, epoch and sequence ra
 segments supersedes. Tombstones (null values) whose key has nothing newer are kept for
 `delete.retention.ms` after they were written, so a reader that replays the log meanwhile
 still learns of the deletion, then dropped. Records without a key cannot be compacted and are
-dropped, as Kafka's cleaner does. The active segment is neither touched nor read.
+dropped, as Kafka's cleaner does. The active segment is neither touched nor read, nor are the
+segments `min.compaction.lag.ms` still protects (those holding a record younger than that).
 
 The work (`prepare`) runs in a thread over the closed segments, which nothing else writes:
 cleaned records go to `B-E.log.cleaned`, are fsync'd and renamed to `B-E.log.swap` (the commit
@@ -20,6 +21,7 @@ from __future__ import annotations
 import os
 import time
 from bisect import bisect_left
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -65,20 +67,34 @@ class PreparedClean:
     result: CleanResult
 
 
-def prepare(plog: PartitionLog, now_ms: int, delete_retention_ms: int) -> PreparedClean | None:
-    """Clean the closed segments into a new one (blocking: runs in a worker thread)."""
+def prepare(
+    plog: PartitionLog,
+    now_ms: int,
+    delete_retention_ms: int,
+    cleanable: Sequence[Segment] | None = None,
+) -> PreparedClean | None:
+    """Clean the closed segments into a new one (blocking: runs in a worker thread).
+
+    `cleanable`: the oldest closed segments to clean (`PartitionLog.cleanable`, which leaves
+    out those min.compaction.lag.ms still protects); all closed ones by default.
+    """
     started = time.perf_counter()
     with plog.lock:
         segments = list(plog.segments)
         head = plog.clean_head
-    closed, active = segments[:-1], segments[-1]
-    if not closed or any(s.unwritten for s in closed):
-        # Nothing to clean, or (flush policy none) bytes not yet in the files: next round.
+    count = len(segments) - 1 if cleanable is None else len(cleanable)
+    if not 0 < count < len(segments):
+        return None
+    closed, after_closed = segments[:count], segments[count]
+    if (cleanable is not None and closed != list(cleanable)) or any(s.unwritten for s in closed):
+        # Segments changed since they were chosen (retention), or (flush policy none) bytes
+        # not yet in the files: next round.
         return None
     # As Kafka's cleaner does, map the newest offset of every key in the dirty section only:
     # the closed segments after the one the last cleaning made (which holds one record per
-    # key), not the active segment, whose records would be walked again once it closes. A
-    # record superseded only there is kept until the next cleaning. This walk is most of the
+    # key), not the active segment, whose records would be walked again once it closes, nor
+    # those min.compaction.lag.ms protects. A record superseded only there is kept until the
+    # next cleaning. This walk is most of the
     # cleaner's work, and it runs beside the event loop under one GIL. Every dirty batch is
     # verified here, once; the second pass reads the same immutable bytes.
     clean = 1 if closed[0] is head else 0
@@ -96,7 +112,7 @@ def prepare(plog: PartitionLog, now_ms: int, delete_retention_ms: int) -> Prepar
     # dropped on its header alone, its records never walked. A record of the clean head
     # survives unless its key is in the map (a newer one came after it).
     survivors = sorted(latest.values())
-    base, end = closed[0].base_offset, active.base_offset
+    base, end = closed[0].base_offset, after_closed.base_offset
     out = _Output(plog, base, end)
     before = after = 0
     try:
@@ -148,9 +164,14 @@ def prepare(plog: PartitionLog, now_ms: int, delete_retention_ms: int) -> Prepar
     return PreparedClean(closed, cleaned, result)
 
 
-def clean(plog: PartitionLog, now_ms: int, delete_retention_ms: int) -> CleanResult | None:
+def clean(
+    plog: PartitionLog,
+    now_ms: int,
+    delete_retention_ms: int,
+    cleanable: Sequence[Segment] | None = None,
+) -> CleanResult | None:
     """Prepare and swap in, in the calling thread (offline tools, tests)."""
-    prepared = prepare(plog, now_ms, delete_retention_ms)
+    prepared = prepare(plog, now_ms, delete_retention_ms, cleanable)
     if prepared is None:
         return None
     plog.replace_closed(prepared.closed, prepared.cleaned)

@@ -114,6 +114,9 @@ class PartitionLog:
         self.directory = directory
         self.name = name  # TOPIC-PARTITION, for log lines
         self.segment_bytes = segment_bytes
+        # segment.ms (with max.compaction.lag.ms for a compacted topic): a batch that many ms
+        # past the active segment's first rolls it, as Kafka rolls on append. None: by size only.
+        self.segment_ms: int | None = None
         self.segments: list[Segment] = []
         self._bases: list[int] = []
         self.log_start_offset = log_start_offset
@@ -237,7 +240,13 @@ class PartitionLog:
         set_leader_epoch(batch, LEADER_EPOCH)
         size = len(batch)
         active = self.segments[-1]
-        if active.size and active.size + size > self.segment_bytes:
+        if active.size and (
+            active.size + size > self.segment_bytes
+            or (
+                self.segment_ms is not None
+                and info.max_timestamp - active.roll_timestamp > self.segment_ms
+            )
+        ):
             active = self._roll(base)
         position = active.size
         active.append(batch)
@@ -508,16 +517,37 @@ class PartitionLog:
             self._bases[: len(closed)] = [cleaned.base_offset]
             self.clean_head = cleaned
 
-    def dirty_ratio(self) -> float:
-        """Share of the closed segments' bytes not yet cleaned."""
+    def cleanable(self, now: int, min_lag_ms: int = 0) -> list[Segment]:
+        """The closed segments a cleaning may take: up to the first one holding a record
+        younger than `min_lag_ms` (min.compaction.lag.ms; Kafka's first uncleanable offset).
+        The clean head, already compacted, always counts."""
         with self.lock:
             closed = self.segments[:-1]
+            head = self.clean_head
+        if min_lag_ms <= 0:
+            return closed
+        for i, segment in enumerate(closed):
+            if segment is not head and segment.max_timestamp > now - min_lag_ms:
+                return closed[:i]
+        return closed
+
+    def dirty_ratio(self, cleanable: Sequence[Segment] | None = None) -> float:
+        """Share of the `cleanable` segments' bytes (all closed ones by default) not yet
+        cleaned."""
+        with self.lock:
+            closed = self.segments[:-1] if cleanable is None else cleanable
             head = self.clean_head
         closed_bytes = sum(s.size for s in closed)
         if not closed_bytes:
             return 0.0
         clean = head.size if closed[0] is head else 0
         return (closed_bytes - clean) / closed_bytes
+
+    def compaction_overdue(self, cleanable: Sequence[Segment], now: int, max_lag_ms: int) -> bool:
+        """Whether a dirty record waits past `max_lag_ms` (max.compaction.lag.ms): then the
+        log is cleaned whatever its dirty ratio, as Kafka's cleaner does."""
+        dirty = [s for s in cleanable if s is not self.clean_head and s.roll_timestamp >= 0]
+        return bool(dirty) and now - max_lag_ms > min(s.roll_timestamp for s in dirty)
 
     @property
     def size_bytes(self) -> int:

@@ -50,6 +50,7 @@ class Segment:
         "max_timestamp",
         "max_timestamp_offset",
         "next_offset",
+        "roll_timestamp",
         "size",
     )
 
@@ -59,6 +60,9 @@ class Segment:
         self.size = 0  # bytes, the unwritten tail included
         self.max_timestamp = -1
         self.max_timestamp_offset = -1
+        # The first batch's max timestamp: segment.ms counts from it (Kafka's
+        # rollingBasedTimestamp), as max.compaction.lag.ms does (its first batch timestamp).
+        self.roll_timestamp = -1
         self._index_offsets = array("q")
         self._index_positions = array("q")
         self._last_indexed = -INDEX_INTERVAL_BYTES
@@ -73,6 +77,8 @@ class Segment:
             self._index_offsets.append(base_offset)
             self._index_positions.append(position)
             self._last_indexed = position
+            if not position:
+                self.roll_timestamp = max_ts
         if max_ts > self.max_timestamp:
             self.max_timestamp = max_ts
             self.max_timestamp_offset = base_offset
@@ -90,6 +96,7 @@ class Segment:
         self._last_indexed = -INDEX_INTERVAL_BYTES
         self.max_timestamp = -1
         self.max_timestamp_offset = -1
+        self.roll_timestamp = -1
         self.next_offset = self.base_offset
         self.size = 0
 

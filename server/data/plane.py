@@ -131,6 +131,8 @@ class DataPlane:
         self, topic: Topic, index: int, plog: PartitionLog, producers: ProducerStates | None = None
     ) -> PartitionState:
         self.logs.install(topic.name, index, plog)
+        if topic.name != OFFSETS_TOPIC:
+            plog.segment_ms = self.topics.config_of(topic).roll_ms
         state = PartitionState(topic, index, plog, producers or ProducerStates())
         self.partitions[(topic.name, index)] = state
         self.unavailable.pop((topic.name, index), None)
@@ -161,11 +163,12 @@ class DataPlane:
         return fx
 
     def apply_config(self, topic: Topic) -> None:
-        """A topic's configs changed: its logs roll at the new segment size."""
+        """A topic's configs changed: its logs roll at the new segment size and age."""
         for index in range(topic.partitions):
             state = self.partitions.get((topic.name, index))
             if state is not None:
                 state.log.segment_bytes = self.segment_bytes(topic)
+                state.log.segment_ms = self.topics.config_of(topic).roll_ms
 
     # -- produce --------------------------------------------------------------------------
 

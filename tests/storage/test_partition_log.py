@@ -343,3 +343,59 @@ def test_cleaning_keeps_exactly_the_newest_record_of_each_key(
         if rolls[round_]:
             plog.roll()
         _clean_against_model(plog, now=at, retention=age)
+
+
+def test_segment_ms_rolls_on_the_batch_that_comes_that_late(tmp_path: Path) -> None:
+    # Kafka rolls on append once a batch's timestamp is more than segment.ms past the active
+    # segment's first batch (LogSegment.shouldRoll), whatever the segment's size.
+    plog = open_log(tmp_path)
+    plog.segment_ms = 100
+    append(plog, [commit("g", 0, 0)], timestamp=1_000)
+    append(plog, [commit("g", 0, 1)], timestamp=1_100)  # exactly segment.ms: no roll
+    assert len(plog.segments) == 1
+    append(plog, [commit("g", 0, 2)], timestamp=1_101)
+    assert [s.base_offset for s in plog.segments] == [0, 2]
+    append(plog, [commit("g", 0, 3)], timestamp=1_150)
+    assert len(plog.segments) == 2  # counted from the new segment's first batch
+    plog.close()
+    # After a restart the active segment's first batch is found again by the scan.
+    plog = open_log(tmp_path)
+    plog.segment_ms = 100
+    append(plog, [commit("g", 0, 4)], timestamp=1_202)
+    assert [s.base_offset for s in plog.segments] == [0, 2, 4]
+
+
+def test_min_compaction_lag_keeps_young_segments_out_of_a_cleaning(tmp_path: Path) -> None:
+    plog = open_log(tmp_path)
+    plog.segment_ms = 0  # a segment per batch
+    for i in range(6):
+        append(plog, [commit("g", 0, i)], timestamp=1_000 * (i + 1))
+    assert len(plog.segments) == 6
+    now = 6_500
+    # Records younger than 3 s (those of 4 s and later) may not be compacted away.
+    cleanable = plog.cleanable(now, min_lag_ms=3_000)
+    assert [s.base_offset for s in cleanable] == [0, 1, 2]
+    result = clean(plog, now, delete_retention_ms=10**9, cleanable=cleanable)
+    assert result is not None and (result.records_before, result.records_after) == (3, 1)
+    assert [r.value is not None for r in plog.records()] == [True] * 4
+    assert [decode_value(decode_key(r.key), r.value).offset for r in plog.records()] == [
+        2,
+        3,
+        4,
+        5,
+    ]
+    # Without a lag every closed segment counts: the records of offsets 3 and 4 go too.
+    assert clean(plog, now, 10**9, plog.cleanable(now)) is not None
+    assert [decode_value(decode_key(r.key), r.value).offset for r in plog.records()] == [4, 5]
+
+
+def test_max_compaction_lag_makes_a_cleaning_due_whatever_the_dirty_ratio(tmp_path: Path) -> None:
+    plog = open_log(tmp_path)
+    plog.segment_ms = 0
+    for i in range(3):
+        append(plog, [commit("g", 0, i)], timestamp=1_000 * (i + 1))
+    cleanable = plog.cleanable(10_000)
+    # The oldest dirty batch is from 1 s: 8 s of lag is past due at 10 s, 9 s is not.
+    assert plog.compaction_overdue(cleanable, 10_000, max_lag_ms=8_000)
+    assert not plog.compaction_overdue(cleanable, 10_000, max_lag_ms=9_000)
+    assert not plog.compaction_overdue([], 10_000, max_lag_ms=0)

@@ -1,0 +1,75 @@
+"""A compacted topic's segment.ms and min.compaction.lag.ms, through confluent-kafka against
+a running server: what a test of compaction leans on."""
+
+from __future__ import annotations
+
+import time
+
+from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient, NewTopic
+from minicoord.testing.embedded import running
+
+ROUNDS = 12
+
+
+def _produce(bootstrap: str, topic: str, base_ms: int) -> None:
+    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 0})
+    for i in range(ROUNDS):
+        # A batch each, 200 ms apart by their own timestamps: with segment.ms=100 every batch
+        # after the first rolls the segment (Kafka rolls on the appended batch's timestamp).
+        producer.produce(topic, key=b"k", value=str(i).encode(), timestamp=base_ms + 200 * i)
+        producer.flush(10)
+
+
+def _values(bootstrap: str, topic: str) -> list[bytes]:
+    consumer = Consumer(
+        {"bootstrap.servers": bootstrap, "group.id": f"read-{topic}-{time.monotonic_ns()}"}
+    )
+    consumer.assign([TopicPartition(topic, 0, 0)])
+    out: list[bytes] = []
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        msg = consumer.poll(0.2)
+        if msg is None:
+            if out:
+                break
+            continue
+        if msg.error() is None:
+            out.append(msg.value())
+    consumer.close()
+    return out
+
+
+def test_min_compaction_lag_protects_records_segment_ms_makes_them_cleanable() -> None:
+    configs = {"log.cleaner.backoff.ms": 50}
+    with running(configs) as server:
+        admin = AdminClient({"bootstrap.servers": server.bootstrap})
+        common = {
+            "cleanup.policy": "compact",
+            "segment.ms": "100",
+            "min.cleanable.dirty.ratio": "0.01",
+        }
+        topics = {
+            "lagged": {**common, "min.compaction.lag.ms": "3600000"},
+            "unlagged": common,
+        }
+        futures = admin.create_topics(
+            [NewTopic(name, 1, config=cfg) for name, cfg in topics.items()]
+        )
+        for future in futures.values():
+            future.result(10)
+        base = int(time.time() * 1000) - 60_000
+        for name in topics:
+            _produce(server.bootstrap, name, base)
+        # The unlagged topic is compacted down to its newest values within a few cleaner
+        # rounds (the active segment, holding the last batch, is never cleaned).
+        deadline = time.monotonic() + 15
+        unlagged = _values(server.bootstrap, "unlagged")
+        while len(unlagged) > 2 and time.monotonic() < deadline:
+            time.sleep(0.2)
+            unlagged = _values(server.bootstrap, "unlagged")
+        assert unlagged[-1] == str(ROUNDS - 1).encode()
+        assert len(unlagged) <= 2, unlagged
+        # Every record of the lagged one is younger than its hour: all are still there.
+        lagged = _values(server.bootstrap, "lagged")
+        assert lagged == [str(i).encode() for i in range(ROUNDS)]
