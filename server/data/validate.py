@@ -181,6 +181,14 @@ def _frame(records: bytes | bytearray | memoryview | None) -> int:
     return size
 
 
+def _bad_record_size(index: int, length: int) -> InvalidBatch:
+    return InvalidBatch(
+        ErrorCode.INVALID_RECORD,
+        f"Invalid record size at record {index}: its fields do not take the {length} bytes "
+        "it declares",
+    )
+
+
 def _walk_records(
     buf: bytes | bytearray | memoryview,
     pos: int,
@@ -230,10 +238,40 @@ def _walk_records(
                 max_delta = ts_delta
             elif ts_delta < min_delta:  # type: ignore[operator]
                 min_delta = ts_delta
-            if need_keys:
-                _offset_delta, at = read_zigzag(buf, at)
-                if read_zigzag(buf, at)[0] < 0:
-                    errors.append((index, "Compacted topic cannot accept message without key"))
+            # The rest of the record must parse to its exact length, as Kafka's
+            # DefaultRecord.readFrom checks: a record that lies about its key, value or headers
+            # would stop every consumer of the partition, and the cleaner, at that offset.
+            _offset_delta, at = read_zigzag(buf, at)
+            key_length, at = read_zigzag(buf, at)
+            if key_length < 0 and need_keys:
+                errors.append((index, "Compacted topic cannot accept message without key"))
+            at += max(key_length, 0)
+            if at >= stop:  # the value's length must follow
+                raise _bad_record_size(index, length)
+            value_length, at = read_zigzag(buf, at)
+            at += max(value_length, 0)
+            if at >= stop:  # the header count must follow
+                raise _bad_record_size(index, length)
+            headers, at = read_zigzag(buf, at)
+            if headers < 0 or headers > stop - at:
+                raise InvalidBatch(
+                    ErrorCode.INVALID_RECORD,
+                    f"Found invalid number of record headers {headers} at record {index}",
+                )
+            for _ in range(headers):
+                header_key, at = read_zigzag(buf, at)
+                if header_key < 0:
+                    raise InvalidBatch(
+                        ErrorCode.INVALID_RECORD,
+                        f"Invalid negative header key size {header_key} at record {index}",
+                    )
+                at += header_key
+                if at >= stop:
+                    raise _bad_record_size(index, length)
+                header_value, at = read_zigzag(buf, at)
+                at += max(header_value, 0)
+            if at != stop:
+                raise _bad_record_size(index, length)
             pos = stop
     except IndexError:
         raise InvalidBatch(

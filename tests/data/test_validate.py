@@ -217,3 +217,33 @@ def _with_offset(data: bytes, offset: int) -> bytes:
     struct.pack_into(">q", out, 0, offset)
     struct.pack_into(">i", out, 12, 0)  # the leader epoch the log stamps
     return bytes(out)
+
+
+@pytest.mark.parametrize(
+    ("at", "byte", "message"),
+    [
+        (69, 0x09, "Found invalid number of record headers -5"),  # a negative count
+        (69, 0x02, "Found invalid number of record headers 1"),  # a header with no bytes
+        (65, 0x08, "Invalid record size at record 0"),  # a key of 4 bytes in a record of 8
+        (67, 0x00, "Found invalid number of record headers 59"),  # the value read as headers
+    ],
+    ids=["negative-headers", "missing-header", "key-past-record", "value-read-as-headers"],
+)
+def test_a_record_whose_fields_lie_about_its_size_is_invalid_record(
+    at: int, byte: int, message: str
+) -> None:
+    # As Kafka's DefaultRecord.readFrom checks each record: one that does not parse to its
+    # length would be acknowledged, then stop every consumer of the partition (and the
+    # cleaner) at its offset.
+    data = bytearray(batch([(b"k", b"v")]))
+    assert data[61:] == bytes.fromhex("10000000026b027600")  # length 8, key k, value v, 0 headers
+    data[at] = byte
+    error = refused(recrc(data))
+    assert error.error is ErrorCode.INVALID_RECORD
+    assert message in error.message
+
+
+def test_records_with_headers_and_null_keys_and_values_walk_as_kafka_reads_them() -> None:
+    data = batch([(None, None), (b"", b""), (b"k", None)], headers=[("h", b""), ("", b"x")])
+    out, info = check_produced(data, LIMITS, NOW, 9)
+    assert bytes(out) == data and info.records == 3
