@@ -199,6 +199,7 @@ class DataPlane:
             cfg.compact,
             cfg.before_max_ms,
             cfg.after_max_ms,
+            self.config.socket_request_max_bytes,
         )
         try:
             batch, info = check_produced(records, limits, now, version)

@@ -36,9 +36,6 @@ from minicoord.storage.batch import (
 )
 
 ZSTD = 4
-# Codec names in kafka.codec, by compression type; the codecs (and crc32c) are imported with a
-# server's first produced batch, not at its start (see storage/batch.py).
-_DECOMPRESS = {1: "gzip_decode", 2: "snappy_decode", 3: "lz4_decode", ZSTD: "zstd_decode"}
 _PREFIX = struct.Struct(">qi")
 # Kafka's smallest legacy batch overhead: a length field below it is not a batch at all.
 MIN_LENGTH_FIELD = 14
@@ -69,6 +66,8 @@ class Limits:
     # message.timestamp.before.max.ms / after.max.ms (CreateTime only).
     before_max_ms: int
     after_max_ms: int
+    # The most a compressed batch may decompress to (server/data/decompress.py).
+    decompressed_max: int = 104_857_600
 
 
 def check_produced(
@@ -115,14 +114,20 @@ def check_produced(
         body: bytes | bytearray | memoryview = records
         start, end = HEADER_SIZE, size
     else:
-        codec = _DECOMPRESS.get(compression)
-        if codec is None:
+        if compression > ZSTD:
             raise InvalidBatch(ErrorCode.CORRUPT_MESSAGE, f"unknown compression type {compression}")
-        import kafka.codec
+        from minicoord.server.data.decompress import TooLarge, decompress
 
-        decompress = getattr(kafka.codec, codec)
         try:
-            body = decompress(bytes(memoryview(records)[HEADER_SIZE:size]))
+            body = decompress(
+                compression, bytes(memoryview(records)[HEADER_SIZE:size]), limits.decompressed_max
+            )
+        except TooLarge:
+            raise InvalidBatch(
+                ErrorCode.INVALID_RECORD,
+                f"the batch decompresses to more than {limits.decompressed_max} bytes "
+                "(socket.request.max.bytes)",
+            ) from None
         except Exception as exc:
             raise InvalidBatch(
                 ErrorCode.CORRUPT_MESSAGE, f"the batch does not decompress: {exc}"
