@@ -194,6 +194,7 @@ class Server:
         broker = self.broker
         request_log.refresh(broker)
         self.logs.lock()
+        broker.cluster_id = self.logs.cluster_id(broker.cluster_id, self.config.broker_id)
         broker.open_metadata()
         broker.add_acls(self._initial_acls)
         for name, partitions in self._initial_topics:

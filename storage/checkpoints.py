@@ -21,6 +21,8 @@ if TYPE_CHECKING:
 
 LOG_START_OFFSET_CHECKPOINT = "log-start-offset-checkpoint"
 PARTITION_METADATA = "partition.metadata"
+# The data directory's identity, as Kafka keeps it in each log directory (MetaProperties).
+META_PROPERTIES = "meta.properties"
 
 
 def write_atomically(path: Path, text: str) -> None:
@@ -90,3 +92,23 @@ def _parse_kafka_id(text: str) -> uuid.UUID | None:
         return uuid.UUID(bytes=base64.urlsafe_b64decode(text + "=" * (-len(text) % 4)))
     except ValueError:
         return None
+
+
+def read_meta_properties(data_dir: Path) -> dict[str, str]:
+    """The `key=value` lines of the directory's meta.properties; empty if it has none."""
+    try:
+        text = (data_dir / META_PROPERTIES).read_text(encoding="utf-8")
+    except FileNotFoundError:
+        return {}
+    out = {}
+    for line in text.splitlines():
+        key, sep, value = line.partition("=")
+        if sep and not line.lstrip().startswith("#"):
+            out[key.strip()] = value.strip()
+    return out
+
+
+def write_meta_properties(data_dir: Path, cluster_id: str, node_id: int) -> None:
+    write_atomically(
+        data_dir / META_PROPERTIES, f"version=1\ncluster.id={cluster_id}\nnode.id={node_id}\n"
+    )

@@ -103,6 +103,29 @@ class LogManager:
         self._start_offsets = self._read_start_offsets()
         self._start_offsets_saved = dict(self._start_offsets)
 
+    def cluster_id(self, proposed: str, node_id: int) -> str:
+        """The cluster id of the data directory: the one in its meta.properties, or `proposed`,
+        written there for every later start (Kafka keeps it so; clients that see it change
+        take the broker for another cluster). In memory, `proposed`."""
+        if self.data_dir is None:
+            return proposed
+        from minicoord.storage.checkpoints import read_meta_properties, write_meta_properties
+
+        try:
+            stored = read_meta_properties(self.data_dir)
+        except (OSError, UnicodeDecodeError) as exc:
+            raise StoreError(f"cannot read {self.data_dir}/meta.properties: {exc}") from None
+        if "cluster.id" not in stored:
+            write_meta_properties(self.data_dir, proposed, node_id)
+            return proposed
+        if stored.get("node.id", str(node_id)) != str(node_id):
+            # As Kafka refuses a log directory written by another node.
+            raise StoreError(
+                f"{self.data_dir} belongs to node {stored['node.id']} (its meta.properties), "
+                f"not to broker.id={node_id}"
+            )
+        return stored["cluster.id"]
+
     def release_lock(self) -> None:
         if self._lock_fd is not None:
             os.close(self._lock_fd)
