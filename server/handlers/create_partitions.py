@@ -9,6 +9,7 @@ function of that count, and Kafka's coordinator would lose track of its groups t
 
 from __future__ import annotations
 
+from collections import Counter
 from typing import Any
 
 from kafka.protocol.admin import CreatePartitionsResponse
@@ -20,6 +21,7 @@ from minicoord.server.security import authorize
 
 API_KEY = 37
 TopicResult = CreatePartitionsResponse.CreatePartitionsTopicResult
+DUPLICATE = "Duplicate topic name."
 
 
 def handle(ctx: RequestContext, request: Any) -> Any:
@@ -29,12 +31,15 @@ def handle(ctx: RequestContext, request: Any) -> Any:
     results = []
     # With ACLs (as Kafka): Alter on each topic, checked before whether it exists.
     denied = authorize.denied_topics(ctx, authorize.ALTER, names)
+    # A name given twice is answered once, INVALID_REQUEST, and left alone (Kafka's
+    # ControllerApis; librdkafka fails a whole call whose answer names a topic twice).
+    named = Counter(names)
     for t in request.topics:
+        if named[t.name] > 1:
+            continue
         topic = broker.topics.get(t.name)
         error, message = ErrorCode.NONE, None
-        if names.count(t.name) > 1:
-            error, message = ErrorCode.INVALID_REQUEST, "Duplicate topic name."
-        elif t.name in denied:
+        if t.name in denied:
             error = ErrorCode.TOPIC_AUTHORIZATION_FAILED
             message = "The topic authorization is failed."
         elif topic is None:
@@ -68,6 +73,10 @@ def handle(ctx: RequestContext, request: Any) -> Any:
         elif not request.validate_only:
             broker.add_partitions(topic, t.count)
         results.append(TopicResult(name=t.name, error_code=error, error_message=message))
+    results += [
+        TopicResult(name=name, error_code=ErrorCode.INVALID_REQUEST, error_message=DUPLICATE)
+        for name in dict.fromkeys(n for n in names if named[n] > 1)
+    ]
     response = CreatePartitionsResponse(version=ctx.version, throttle_time_ms=0, results=results)
     parked = ctx.park(lambda _: response)
     broker.apply(Result(None, [], []), parked)

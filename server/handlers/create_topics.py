@@ -10,6 +10,7 @@ metadata log before the answer, so it survives a restart with its id and configs
 from __future__ import annotations
 
 import uuid
+from collections import Counter
 from typing import Any
 
 from kafka.protocol.admin import CreateTopicsResponse
@@ -23,6 +24,7 @@ from minicoord.server.topic_configs import TopicConfig
 API_KEY = 19
 _ZERO_UUID = uuid.UUID(int=0)
 Config = CreateTopicsResponse.CreatableTopicResult.CreatableTopicConfigs
+DUPLICATE = "Duplicate topic name."
 
 
 def handle(ctx: RequestContext, request: Any) -> Any:
@@ -35,7 +37,13 @@ def handle(ctx: RequestContext, request: Any) -> Any:
     # on it, the created topic's configs are not returned (topic_config_error_code).
     checked = broker.authorizer is not None
     cluster_create = checked and authorize.cluster_allowed(ctx, authorize.CREATE)
+    # A name given twice is answered once, INVALID_REQUEST, and neither is created (Kafka's
+    # ControllerApis): clients match results by name, and librdkafka fails a whole call whose
+    # answer names a topic twice.
+    named = Counter(names)
     for topic in request.topics:
+        if named[topic.name] > 1:
+            continue
         partitions = topic.num_partitions
         if topic.assignments:
             partitions = len(topic.assignments)
@@ -43,9 +51,7 @@ def handle(ctx: RequestContext, request: Any) -> Any:
             partitions = default_partitions
         configs = {c.name: c.value for c in topic.configs or ()}
         error, message = ErrorCode.NONE, None
-        if names.count(topic.name) > 1:
-            error, message = ErrorCode.INVALID_REQUEST, "topic named more than once in the request"
-        elif (
+        if (
             checked
             and not cluster_create
             and not authorize.allowed(ctx, authorize.CREATE, authorize.TOPIC, topic.name)
@@ -94,6 +100,19 @@ def handle(ctx: RequestContext, request: Any) -> Any:
                 replication_factor=1 if ok else -1,
                 configs=described if ok and config_error is ErrorCode.NONE else None,
                 topic_config_error_code=config_error,
+            )
+        )
+    for name in dict.fromkeys(n for n in names if named[n] > 1):
+        results.append(
+            CreateTopicsResponse.CreatableTopicResult(
+                name=name,
+                topic_id=_ZERO_UUID,
+                error_code=ErrorCode.INVALID_REQUEST,
+                error_message=DUPLICATE,
+                num_partitions=-1,
+                replication_factor=-1,
+                configs=None,
+                topic_config_error_code=ErrorCode.NONE,
             )
         )
     response = CreateTopicsResponse(version=ctx.version, throttle_time_ms=0, topics=results)

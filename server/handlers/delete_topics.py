@@ -11,6 +11,7 @@ error messages; v6 names topics by name or id. `delete.topic.enable=false` refus
 from __future__ import annotations
 
 import uuid
+from collections import Counter
 from typing import Any
 
 from kafka.protocol.admin import DeleteTopicsResponse
@@ -40,10 +41,16 @@ def handle(ctx: RequestContext, request: Any) -> Any:
     else:
         entries = [(name, None) for name in request.topic_names]
     results = []
+    # A name or id given twice is answered once, INVALID_REQUEST, and that topic is left
+    # alone (Kafka's ControllerApis; clients match results by name or id).
+    named = Counter(name for name, _ in entries if name is not None)
+    by_id = Counter(i for _, i in entries if i is not None and i != _ZERO_UUID)
     names_seen: set[str] = set()
     to_delete: list[Topic] = []
     for name, topic_id in entries:
         topic_id = None if topic_id == _ZERO_UUID else topic_id
+        if named[name] > 1 or by_id[topic_id] > 1:
+            continue
         topic: Topic | None = None
         error, message = ErrorCode.NONE, None
         if not broker.config.delete_topic_enable:
@@ -84,6 +91,24 @@ def handle(ctx: RequestContext, request: Any) -> Any:
                 topic_id=topic.topic_id if topic is not None else (topic_id or _ZERO_UUID),
                 error_code=error,
                 error_message=message,
+            )
+        )
+    for name in dict.fromkeys(n for n, _ in entries if named[n] > 1):
+        results.append(
+            Result_(
+                name=name,
+                topic_id=_ZERO_UUID,
+                error_code=ErrorCode.INVALID_REQUEST,
+                error_message="Duplicate topic name.",
+            )
+        )
+    for topic_id in dict.fromkeys(i for _, i in entries if by_id[i] > 1):
+        results.append(
+            Result_(
+                name=None,
+                topic_id=topic_id,
+                error_code=ErrorCode.INVALID_REQUEST,
+                error_message="Duplicate topic id.",
             )
         )
     for topic in to_delete:

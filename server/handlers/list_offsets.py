@@ -11,6 +11,7 @@ timeout (for tiered lookups only).
 
 from __future__ import annotations
 
+from collections import Counter
 from typing import Any
 
 from kafka.protocol.consumer import ListOffsetsResponse
@@ -32,18 +33,20 @@ def handle(ctx: RequestContext, request: Any) -> Any:
     topics = []
     # With ACLs (as Kafka): Describe on each topic, checked before whether it exists.
     denied = authorize.denied_topics(ctx, authorize.DESCRIBE, (t.name for t in request.topics))
+    # A partition asked for twice, in one topic entry or in two of the same name, gets
+    # INVALID_REQUEST at each, before whether it exists (ListOffsetsRequest.duplicatePartitions).
+    asked = Counter((t.name, p.partition_index) for t in request.topics for p in t.partitions)
     for t in request.topics:
         topic = registry.get(t.name)
-        indexes = [p.partition_index for p in t.partitions]
         partitions = []
         for p in t.partitions:
             index = p.partition_index
             if t.name in denied:
                 answer = OffsetAnswer(ErrorCode.TOPIC_AUTHORIZATION_FAILED)
+            elif asked[t.name, index] > 1:
+                answer = OffsetAnswer(ErrorCode.INVALID_REQUEST)
             elif topic is None or not 0 <= index < topic.partitions:
                 answer = OffsetAnswer(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
-            elif indexes.count(index) > 1:
-                answer = OffsetAnswer(ErrorCode.INVALID_REQUEST)
             else:
                 epoch = p.current_leader_epoch if version >= 4 else -1
                 answer = broker.data.list_offset(topic, index, p.timestamp, epoch, version)
