@@ -212,6 +212,11 @@ class ConfigEntry:
     synonyms: tuple[tuple[str, str, ConfigSource], ...]
 
 
+# compression.type's values and the batch attribute each stores ("producer" keeps the
+# producer's).
+CODECS = {"uncompressed": 0, "gzip": 1, "snappy": 2, "lz4": 3, "zstd": 4}
+
+
 class TopicConfig:
     """One topic's effective configs, from its overrides over the broker's defaults."""
 
@@ -220,6 +225,7 @@ class TopicConfig:
         "after_max_ms",
         "before_max_ms",
         "compact",
+        "compression",
         "delete",
         "delete_retention_ms",
         "log_append_time",
@@ -251,6 +257,8 @@ class TopicConfig:
         self.after_max_ms = v("message.timestamp.after.max.ms")
         self.delete_retention_ms = v("delete.retention.ms")
         self.min_cleanable_ratio = v("min.cleanable.dirty.ratio")
+        # The codec batches are stored under (None: as the producer sent them).
+        self.compression = CODECS.get(v("compression.type"))
         self.min_compaction_lag_ms = v("min.compaction.lag.ms")
         self.max_compaction_lag_ms = v("max.compaction.lag.ms")
 

@@ -198,6 +198,28 @@ def set_max_timestamp(buf: bytearray, timestamp: int) -> None:
     _U32.pack_into(buf, CRC_AT, crc32c(memoryview(buf)[ATTRIBUTES_AT:]))
 
 
+# kafka.codec's encoders by compression type (snappy in xerial's framing, as Kafka's Java
+# producer and broker write it).
+_ENCODERS = {1: "gzip_encode", 2: "snappy_encode", 3: "lz4_encode", 4: "zstd_encode"}
+
+
+def recompress(buf: bytearray, records: bytes, compression: int) -> bytearray:
+    """The batch `buf` with its `records` (uncompressed) stored under `compression` (0: none),
+    as Kafka's broker rewrites a batch to a topic's compression.type: same header, records
+    and offsets, new attributes, length and CRC."""
+    if compression:
+        import kafka.codec
+
+        records = getattr(kafka.codec, _ENCODERS[compression])(records)
+    out = bytearray(buf[:HEADER_SIZE])
+    out += records
+    (attributes,) = _I16.unpack_from(out, ATTRIBUTES_AT)
+    _I16.pack_into(out, ATTRIBUTES_AT, (attributes & ~COMPRESSION_MASK) | compression)
+    _I32.pack_into(out, 8, len(out) - PREFIX_SIZE)
+    _U32.pack_into(out, CRC_AT, crc32c(memoryview(out)[ATTRIBUTES_AT:]))
+    return out
+
+
 def set_log_append_time(buf: bytearray, timestamp: int) -> None:
     """Stamp a batch with LogAppendTime: max timestamp and the timestamp-type bit, new CRC."""
     (attributes,) = _I16.unpack_from(buf, ATTRIBUTES_AT)

@@ -200,6 +200,7 @@ class DataPlane:
             cfg.before_max_ms,
             cfg.after_max_ms,
             self.config.socket_request_max_bytes,
+            cfg.compression,
         )
         try:
             batch, info = check_produced(records, limits, now, version)

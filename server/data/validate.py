@@ -31,6 +31,7 @@ from minicoord.storage.batch import (
     batch_info,
     crc_valid,
     read_zigzag,
+    recompress,
     set_log_append_time,
     set_max_timestamp,
 )
@@ -68,6 +69,8 @@ class Limits:
     after_max_ms: int
     # The most a compressed batch may decompress to (server/data/decompress.py).
     decompressed_max: int = 104_857_600
+    # The topic's compression.type as a codec; None: stored as the producer compressed it.
+    compression: int | None = None
 
 
 def check_produced(
@@ -146,6 +149,17 @@ def check_produced(
             f"the batch is {size} bytes, larger than segment.bytes={limits.segment_bytes}",
         )
     batch = bytearray(memoryview(records)[:size])
+    if limits.compression is not None and limits.compression != compression:
+        # As Kafka's LogValidator: stored under the topic's codec, and refused if that makes
+        # it larger than max.message.bytes.
+        batch = recompress(batch, bytes(body[start:end]), limits.compression)
+        if len(batch) > limits.max_message_bytes:
+            raise InvalidBatch(
+                ErrorCode.MESSAGE_TOO_LARGE,
+                f"the batch is {len(batch)} bytes under compression.type, larger than "
+                f"max.message.bytes={limits.max_message_bytes}",
+            )
+        info = batch_info(batch)
     if limits.log_append_time:
         set_log_append_time(batch, now)
         return batch, batch_info(batch)

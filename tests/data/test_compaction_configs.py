@@ -1,12 +1,14 @@
-"""A compacted topic's segment.ms and min.compaction.lag.ms, through confluent-kafka against
-a running server: what a test of compaction leans on."""
+"""Topic configs that decide what the log holds, through confluent-kafka against a running
+server: a compacted topic's segment.ms and min.compaction.lag.ms, and compression.type."""
 
 from __future__ import annotations
 
 import time
+from pathlib import Path
 
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
+from kafka.record.default_records import DefaultRecordBatch
 from minicoord.testing.embedded import running
 
 ROUNDS = 12
@@ -73,3 +75,24 @@ def test_min_compaction_lag_protects_records_segment_ms_makes_them_cleanable() -
         # Every record of the lagged one is younger than its hour: all are still there.
         lagged = _values(server.bootstrap, "lagged")
         assert lagged == [str(i).encode() for i in range(ROUNDS)]
+
+
+def test_compression_type_is_what_the_log_holds_and_consumers_read(tmp_path: Path) -> None:
+    with running(data_dir=tmp_path) as server:
+        admin = AdminClient({"bootstrap.servers": server.bootstrap})
+        topic = NewTopic("zipped", 1, config={"compression.type": "gzip"})
+        admin.create_topics([topic])["zipped"].result(10)
+        producer = Producer({"bootstrap.servers": server.bootstrap, "compression.type": "none"})
+        for i in range(ROUNDS):
+            producer.produce("zipped", key=b"k", value=str(i).encode() * 50)
+        producer.flush(10)
+        assert _values(server.bootstrap, "zipped") == [str(i).encode() * 50 for i in range(ROUNDS)]
+    (segment,) = (tmp_path / "zipped-0").glob("*.log")
+    data = segment.read_bytes()
+    codecs = []
+    at = 0
+    while at < len(data):
+        batch = DefaultRecordBatch(data[at:])
+        codecs.append(batch.compression_type)
+        at += 12 + int.from_bytes(data[at + 8 : at + 12], "big")
+    assert codecs and set(codecs) == {1}  # gzip, though the producer sent none

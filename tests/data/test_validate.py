@@ -3,6 +3,7 @@ and nothing of a refused batch reaches the log."""
 
 from __future__ import annotations
 
+import os
 import struct
 from dataclasses import replace
 
@@ -247,3 +248,31 @@ def test_records_with_headers_and_null_keys_and_values_walk_as_kafka_reads_them(
     data = batch([(None, None), (b"", b""), (b"k", None)], headers=[("h", b""), ("", b"x")])
     out, info = check_produced(data, LIMITS, NOW, 9)
     assert bytes(out) == data and info.records == 3
+
+
+@pytest.mark.parametrize(
+    ("sent", "stored"),
+    [(0, 1), (0, 2), (0, 3), (0, 4), (4, 0), (1, 4), (3, 3)],
+    ids=["none>gzip", "none>snappy", "none>lz4", "none>zstd", "zstd>none", "gzip>zstd", "same"],
+)
+def test_a_topics_compression_type_is_what_is_stored(sent: int, stored: int) -> None:
+    # As Kafka's LogValidator: the topic's codec, whatever the producer's; the records, their
+    # offsets and timestamps unchanged.
+    data = batch(records(40), compression=sent, producer_id=7, epoch=1, sequence=5)
+    assert DefaultRecordBatch(data).compression_type == sent
+    out, info = check_produced(data, replace(LIMITS, compression=stored), NOW, 9)
+    if sent == stored:
+        assert bytes(out) == data
+    parsed = DefaultRecordBatch(bytes(out))
+    assert parsed.validate_crc() and parsed.compression_type == stored
+    assert (info.records, info.producer_id, info.base_sequence) == (40, 7, 5)
+    before = [(r.offset, r.timestamp, r.key, r.value) for r in DefaultRecordBatch(data)]
+    assert [(r.offset, r.timestamp, r.key, r.value) for r in parsed] == before
+
+
+def test_a_batch_that_compression_type_makes_too_large_is_message_too_large() -> None:
+    data = batch([(b"k", os.urandom(2000))])  # random bytes: gzip only adds its framing
+    limits = replace(LIMITS, max_message_bytes=len(data), compression=1)
+    error = refused(data, limits)
+    assert error.error is ErrorCode.MESSAGE_TOO_LARGE
+    assert "under compression.type" in error.message
