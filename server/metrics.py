@@ -15,6 +15,7 @@ from minicoord.protocol.errors import ErrorCode
 from minicoord.server.coordinator.consumer.group import ConsumerGroup, ConsumerGroupState
 from minicoord.server.coordinator.results import RebalanceEvent
 from minicoord.server.coordinator.state import GroupState
+from minicoord.server.request_log import error_counts
 from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 
@@ -100,8 +101,9 @@ class Metrics:
         histogram.observe(seconds)
         if api_key == 11:
             self.join_latency.observe(seconds)
-        error = getattr(response, "error_code", 0)
-        if error:
+        # Each error once per place it appears (a partition's, a group's), as Kafka's
+        # errorCounts feeds its ErrorsPerSec metric.
+        for error in error_counts(response) if response is not None else ():
             try:
                 name = ErrorCode(error).name
             except ValueError:

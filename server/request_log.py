@@ -393,17 +393,32 @@ def answer_errors(spec: ApiSpec, version: int, response: Any) -> tuple[list[str]
     return [error_name(c) for c in codes], message if isinstance(message, str) else None
 
 
-def _walk(obj: Any, codes: list[int]) -> None:
+def _walk(obj: Any, codes: list[int], distinct: bool = True) -> None:
+    """The error codes in a response object, NONE left out: each once, or (not `distinct`)
+    once per place it appears, as Kafka's errorCounts counts them."""
     fields = getattr(getattr(obj, "_struct", None), "fields", None)
     if not fields:
         return
     for name in dict(fields):
         value = getattr(obj, name, None)
         if name == "error_code":
-            if value and value not in codes:
+            if value and not (distinct and value in codes):
                 codes.append(int(value))
         elif isinstance(value, list):
             for item in value:
-                _walk(item, codes)
+                _walk(item, codes, distinct)
         elif value is not None and hasattr(value, "_struct"):
-            _walk(value, codes)
+            _walk(value, codes, distinct)
+
+
+def error_counts(response: Any) -> list[int]:
+    """Every error code in an answer, once per place (the errors metric's counts)."""
+    from minicoord.server.handlers.base import EncodedResponse
+
+    if type(response) is EncodedResponse:
+        if response.errors:
+            return list(response.errors)
+        return [response.error_code] if response.error_code else []
+    codes: list[int] = []
+    _walk(response, codes, distinct=False)
+    return codes

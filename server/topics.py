@@ -98,7 +98,7 @@ class TopicRegistry:
         # Moves on every change of a topic's name, id or partition count: answers built from
         # those (Metadata) may be kept while it stands still.
         self.generation = 0
-        self.answers: dict[Any, bytes] = {}
+        self.answers: dict[Any, Any] = {}
         self._answers_generation = 0
         offsets = Topic(
             OFFSETS_TOPIC,
@@ -116,7 +116,7 @@ class TopicRegistry:
         self.generation += 1
         return topic
 
-    def cached_answers(self) -> dict[Any, bytes]:
+    def cached_answers(self) -> dict[Any, Any]:
         """Encoded answers that depend only on the topics' names, ids and partition counts;
         emptied whenever one of those changed."""
         if self._answers_generation != self.generation:

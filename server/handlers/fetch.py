@@ -85,7 +85,7 @@ def handle(ctx: RequestContext, request: Any) -> Any:
                 for t, parts in topics
             ],
         )
-        return EncodedResponse(body, ErrorCode.NONE)
+        return EncodedResponse(body, ErrorCode.NONE, tuple(d.error for d in data if d.error))
 
     def build(_: Any) -> Any:
         return respond(read_partitions(broker.data, wanted, max_bytes, unknown)[0])

@@ -106,13 +106,17 @@ def handle(ctx: RequestContext, request: Any) -> Any:
         # With ACLs the answer also depends on who asks, from where and under which ACLs.
         key += (ctx.channel.principal, ctx.channel.client_host, store.generation)
     answers = registry.cached_answers()
-    body = answers.get(key)
-    if body is not None:
-        return EncodedResponse(body, ErrorCode.NONE)
+    cached = answers.get(key)
+    if cached is not None:
+        return cached
     out = _answer(ctx, request)
     if isinstance(out, MetadataResponse):
-        answers[key] = bytes(out.encode(version=ctx.version))
-        return EncodedResponse(answers[key], ErrorCode.NONE)
+        from minicoord.server.request_log import error_counts
+
+        cached = answers[key] = EncodedResponse(
+            bytes(out.encode(version=ctx.version)), ErrorCode.NONE, tuple(error_counts(out))
+        )
+        return cached
     return out
 
 

@@ -56,7 +56,9 @@ def _one_partition(ctx: RequestContext, request: OneCommit) -> Any:
         version,
     )
     response = EncodedResponse(
-        fast_offset_commit.encode_one(version, request.name, None, index, error), 0
+        fast_offset_commit.encode_one(version, request.name, None, index, error),
+        0,
+        (error,) if error else (),
     )
     if not error and broker.write_before_answer(ctx.channel):  # NONE is 0
         return response
@@ -135,7 +137,11 @@ def _any(ctx: RequestContext, request: Any) -> Any:
     ]
     # Packed by hand (byte-equal to the generated encoder, see its tests): the answer to
     # every commit, built without a message object per partition.
-    response = EncodedResponse(fast_offset_commit.encode_response(version, topics), 0)
+    response = EncodedResponse(
+        fast_offset_commit.encode_response(version, topics),
+        0,
+        tuple(e for _, _, parts in topics for _, e in parts if e),
+    )
     if result is None:
         # Every partition refused here: nothing written, nothing to wait for.
         return response

@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 from aiokafka import AIOKafkaConsumer, ConsumerRebalanceListener
 from aiokafka.errors import OffsetMetadataTooLargeError
-from aiokafka.structs import OffsetAndMetadata
+from aiokafka.structs import OffsetAndMetadata, TopicPartition
 from kafka.protocol.consumer import HeartbeatRequest
 from minicoord.clients.connection import ProtocolClient
 from minicoord.protocol.errors import ErrorCode
@@ -291,3 +291,32 @@ async def test_metrics_endpoint_reports_the_group(group_id: str) -> None:
     assert re.search(r'minicoord_rebalances_total\{protocol="classic",state="Stable"\} [1-9]', body)
     assert re.search(r"minicoord_join_latency_seconds_count [1-9]", body)
     assert "minicoord_request_latency_seconds_bucket" in body
+
+
+async def test_errors_metric_counts_each_partitions_error(group_id: str) -> None:
+    # As Kafka's ErrorsPerSec counts a response's errorCounts: a commit refused for two
+    # partitions is two OFFSET_METADATA_TOO_LARGE, though its answer has no top-level error.
+    with running(topics=[(TOPIC, 2)], metrics_port=0) as server:
+        consumer = AIOKafkaConsumer(
+            bootstrap_servers=server.bootstrap, group_id=group_id, enable_auto_commit=False
+        )
+        await consumer.start()
+        try:
+            parts = [TopicPartition(TOPIC, 0), TopicPartition(TOPIC, 1)]
+            consumer.assign(parts)
+            with pytest.raises(OffsetMetadataTooLargeError):
+                too_large = OffsetAndMetadata(5, "x" * 5000)
+                await asyncio.wait_for(consumer.commit(dict.fromkeys(parts, too_large)), 10)
+            await asyncio.wait_for(consumer.commit({parts[0]: OffsetAndMetadata(6, "")}), 10)
+            port = server.server.metrics_port
+            body = await asyncio.to_thread(
+                lambda: (
+                    urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10)
+                    .read()
+                    .decode()
+                )
+            )
+        finally:
+            await consumer.stop()
+    pattern = r'minicoord_errors_total\{api="OffsetCommit",error="OFFSET_METADATA_TOO_LARGE"\} 2\.0'
+    assert re.search(pattern, body), body
