@@ -60,14 +60,17 @@ def _route(fn: Callable[[dict[str, str]], dict[str, Any]]) -> Route:
 def _answer(fn: Callable[[dict[str, str]], dict[str, Any]], query: dict[str, str]) -> Answer:
     try:
         return 200, {"ok": True, **fn(query)}
+    # A refusal says why under `message`, as an answer says what happened (and, as before,
+    # under `error`).
     except NotFound as exc:
-        return 404, {"ok": False, "error": str(exc), "not_found": True}
+        return 404, {"ok": False, "message": str(exc), "error": str(exc), "not_found": True}
     except NotNow as exc:
-        return 409, {"ok": False, "error": str(exc), "not_found": False}
+        return 409, {"ok": False, "message": str(exc), "error": str(exc), "not_found": False}
     except KeyError as exc:
-        return 400, {"ok": False, "error": f"missing parameter {exc}"}
+        why = f"missing parameter {exc}"
+        return 400, {"ok": False, "message": why, "error": why}
     except ValueError as exc:
-        return 400, {"ok": False, "error": str(exc)}
+        return 400, {"ok": False, "message": str(exc), "error": str(exc)}
 
 
 def _summary(control: Controller, group_id: str) -> dict[str, Any] | None:
@@ -202,9 +205,9 @@ def _partitions(control: Controller, q: dict[str, str], kind: str) -> dict[str, 
 def _clear(control: Controller) -> dict[str, Any]:
     cleared = control.clear()
     if not any(cleared.values()):
-        return {"result": None, "message": "nothing to clear", "cleared": cleared}
+        return {"result": cleared, "message": "nothing to clear", "cleared": cleared}
     return {
-        "result": None,
+        "result": cleared,
         "message": (
             f"cleared {cleared['fail']} fail, {cleared['latency']} latency and "
             f"{cleared['cut']} cut rules; {cleared['partitions']} partitions restored"

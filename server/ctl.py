@@ -106,7 +106,8 @@ def describe_text(group: dict[str, Any]) -> str:
         f"group {group['group']} ({group['type']}, {group['state']}, "
         f"{word} {group['generation']}, assignor {cell(group['protocol'])}, "
         f"offsets partition {group['coordinator_partition']}): "
-        f"{len(group['members'])} members, lag {cell(group['lag'])}"
+        f"{len(group['members'])} member{'' if len(group['members']) == 1 else 's'}, "
+        f"lag {cell(group['lag'])}"
     )
     parts = [head, ""]
     members = group["members"]

@@ -303,10 +303,17 @@ class Controller:
         rule = FailRule(api_key(api), error_code(error), count, group_id, client_id)
         if rule.remaining < 1:
             raise ValueError("count must be at least 1")
+        if rule.error is ErrorCode.NONE:
+            raise ValueError("NONE is not an error: name the one to fail with")
         if not can_fail(rule.api_key):
+            why = (
+                "clients read a failed ApiVersions answer as an unsupported version"
+                if rule.api_key == 18
+                else "its answer carries errors per topic or resource"
+            )
             raise ValueError(
-                f"{api_name(rule.api_key)} answers errors per resource; "
-                "failing it is not supported (cut its connection instead)"
+                f"{api_name(rule.api_key)} cannot be failed here: {why} "
+                "(cut its connection instead)"
             )
         self.faults.fail_rules.append(rule)
         log.info(
@@ -333,6 +340,8 @@ class Controller:
     def add_latency(self, api: str | int, delay_ms: int, duration_ms: int | None = None) -> None:
         if delay_ms < 0:
             raise ValueError("delay must not be negative")
+        if duration_ms is not None and duration_ms < 1:
+            raise ValueError("duration must be at least 1 ms")
         until = None if duration_ms is None else self.broker.now() + duration_ms
         self.faults.latency_rules.append(LatencyRule(api_key(api), delay_ms, until))
         log.info(
@@ -351,6 +360,8 @@ class Controller:
     def _partition_fault(
         self, status: PartitionStatus, duration_ms: int, group_id: str | None
     ) -> list[int]:
+        if duration_ms < 1:
+            raise ValueError("duration must be at least 1 ms")
         coordinator = self.broker.coordinator
         if group_id is not None:
             partitions = [coordinator.partition_for(group_id)]

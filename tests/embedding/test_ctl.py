@@ -130,7 +130,7 @@ def test_groups_and_describe_show_members_assignments_offsets_and_lag(
     head, *rest = out.splitlines()
     assert re.fullmatch(
         rf"group {classic} \(classic, Stable, generation \d+, assignor range, "
-        r"offsets partition \d+\): 1 members, lag 3",
+        r"offsets partition \d+\): 1 member, lag 3",
         head,
     ), head
     text = "\n".join(rest)
@@ -158,8 +158,9 @@ def test_groups_and_describe_show_members_assignments_offsets_and_lag(
     code, out, err = ctl("describe", "no-such-group")
     assert (code, out, err) == (1, "", "minicoord: group no-such-group does not exist")
     code, body = ctl.json("describe", "no-such-group")
+    missing = "group no-such-group does not exist"
     assert code == 1 and body == {
-        "ok": False, "error": "group no-such-group does not exist", "not_found": True
+        "ok": False, "message": missing, "error": missing, "not_found": True
     }  # fmt: skip
 
 
@@ -208,8 +209,9 @@ def test_every_action_in_words_and_json(
         "",
         "minicoord: group no-such-group does not exist",
     )
+    missing = "group no-such-group does not exist"
     assert ctl.json("rebalance", "no-such-group") == (
-        1, {"ok": False, "error": "group no-such-group does not exist", "not_found": True}
+        1, {"ok": False, "message": missing, "error": missing, "not_found": True}
     )  # fmt: skip
 
     # expire: a member that does not exist names those that do; one that does is removed.
@@ -252,7 +254,19 @@ def test_every_action_in_words_and_json(
     code, _, err = ctl("fail", "NoSuchApi", "NONE")
     assert code == 2 and err.startswith("minicoord: unknown API 'NoSuchApi'")
     code, body = ctl.json("fail", "Heartbeat", "NO_SUCH_ERROR")
-    assert code == 2 and body == {"ok": False, "error": "unknown error code 'NO_SUCH_ERROR'"}
+    unknown = "unknown error code 'NO_SUCH_ERROR'"
+    assert code == 2 and body == {"ok": False, "message": unknown, "error": unknown}
+    # Nonsense is refused as a bad request, not done: NONE as the error, APIs whose answers
+    # have no single place for one, a duration not in the future.
+    code, _, err = ctl("fail", "Heartbeat", "NONE")
+    assert code == 2 and err == "minicoord: NONE is not an error: name the one to fail with"
+    code, _, err = ctl("fail", "ApiVersions", "NOT_COORDINATOR")
+    assert code == 2 and "failed ApiVersions answer as an unsupported version" in err
+    code, _, err = ctl("fail", "CreateTopics", "NOT_COORDINATOR")
+    assert code == 2 and "carries errors per topic or resource" in err
+    assert ctl("latency", "Heartbeat", "10", "--duration-ms", "-5")[0] == 2
+    assert ctl("moved", "-100")[0] == 2
+    assert ctl("loading", "0")[0] == 2
 
     # cut
     assert ctl("cut", "OffsetCommit") == (
@@ -300,7 +314,8 @@ def test_every_action_in_words_and_json(
     )
     code, body = ctl.json("clear")
     assert code == 0 and body["message"] == "nothing to clear"
-    assert body["cleared"] == {"fail": 0, "latency": 0, "cut": 0, "partitions": 0}
+    nothing = {"fail": 0, "latency": 0, "cut": 0, "partitions": 0}
+    assert body["cleared"] == body["result"] == nothing  # `result`: what clear() returns
 
     # log-level: the request log follows, on the running server.
     try:
