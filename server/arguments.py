@@ -14,21 +14,12 @@ from typing import Any
 
 
 def _topic(text: str) -> tuple[str, int]:
-    name, sep, count = text.rpartition(":")
-    if not sep or not name:
-        raise argparse.ArgumentTypeError(f"expected NAME:PARTITIONS, got {text!r}")
-    try:
-        partitions = int(count)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"partition count {count!r} is not a number") from None
-    if partitions < 1:
-        raise argparse.ArgumentTypeError("a topic needs at least one partition")
-    from minicoord.server.topics import topic_name_error
+    from minicoord.server.topics import parse_topic_spec
 
-    reason = topic_name_error(name)
-    if reason is not None:
-        raise argparse.ArgumentTypeError(reason)
-    return name, partitions
+    try:
+        return parse_topic_spec(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 class _HelpFormatter(argparse.HelpFormatter):

@@ -56,6 +56,23 @@ class Topic:
     config: TopicConfig | None = None
 
 
+def parse_topic_spec(text: str) -> tuple[str, int]:
+    """NAME:PARTITIONS, as `--topic` and the pytest plugin take a topic; ValueError says why."""
+    name, sep, count = text.rpartition(":")
+    if not sep or not name:
+        raise ValueError(f"expected NAME:PARTITIONS, got {text!r}")
+    try:
+        partitions = int(count)
+    except ValueError:
+        raise ValueError(f"partition count {count!r} is not a number") from None
+    if partitions < 1:
+        raise ValueError("a topic needs at least one partition")
+    reason = topic_name_error(name)
+    if reason is not None:
+        raise ValueError(reason)
+    return name, partitions
+
+
 def topic_name_error(name: str | None) -> str | None:
     """Why a name is not a legal Kafka topic name, or None if it is."""
     if not name:

@@ -93,6 +93,10 @@ class LogManager:
             # The holder wrote its pid there, so the refusal can name the process to stop.
             holder = os.read(fd, 32).decode(errors="replace").strip()
             os.close(fd)
+            if holder == str(os.getpid()):
+                raise StoreError(
+                    f"{self.data_dir} is in use by another server of this process (stop it first)"
+                ) from None
             who = f" (pid {holder})" if holder.isdigit() else ""
             raise StoreError(
                 f"{self.data_dir} is in use by another minicoord process{who} (stop it first)"

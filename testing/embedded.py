@@ -55,7 +55,7 @@ class EmbeddedServer:
     def __init__(
         self,
         configs: Mapping[str, object] | None = None,
-        topics: Iterable[tuple[str, int]] = (),
+        topics: Iterable[tuple[str, int] | str] = (),
         data_dir: str | Path | None = None,
         host: str = "127.0.0.1",
         port: int = 0,
@@ -78,7 +78,7 @@ class EmbeddedServer:
         self.config = Config.from_pairs(
             with_authorizer(list(settings.items()), self._acls, super_users)
         )
-        self._topics = list(topics)
+        self._topics = [_topic(t) for t in topics]
         self._data_dir = data_dir
         self._host = host
         self._port = port
@@ -180,10 +180,25 @@ def _new_loop() -> asyncio.AbstractEventLoop:
     return uvloop.new_event_loop()
 
 
+def _topic(topic: tuple[str, int] | str) -> tuple[str, int]:
+    """A topic as (name, partitions), or "NAME:PARTITIONS" as `--topic` takes it."""
+    from minicoord.server.topics import parse_topic_spec
+
+    if isinstance(topic, str):
+        return parse_topic_spec(topic)
+    try:
+        name, partitions = topic
+    except (TypeError, ValueError):
+        raise ValueError(
+            f"a topic is (NAME, PARTITIONS) or 'NAME:PARTITIONS', not {topic!r}"
+        ) from None
+    return name, partitions
+
+
 @contextlib.contextmanager
 def running(
     configs: Mapping[str, object] | None = None,
-    topics: Iterable[tuple[str, int]] = (),
+    topics: Iterable[tuple[str, int] | str] = (),
     data_dir: str | Path | None = None,
     host: str = "127.0.0.1",
     port: int = 0,

@@ -17,6 +17,8 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 import pytest
+from minicoord.server.config import ConfigError, parse_setting
+from minicoord.server.topics import parse_topic_spec
 from minicoord.testing.embedded import EmbeddedServer, running
 
 
@@ -37,12 +39,19 @@ def pytest_configure(config: pytest.Config) -> None:
     )
 
 
+def _configs(lines: list[str]) -> dict[str, str]:
+    # The ini's lines, read as --config reads its values (spaces around `=` allowed).
+    try:
+        return dict(parse_setting(line.strip()) for line in lines if line.strip())
+    except ConfigError as exc:
+        raise pytest.UsageError(f"minicoord_configs: {exc}") from None
+
+
 def _topics(lines: list[str]) -> list[tuple[str, int]]:
-    out = []
-    for line in lines:
-        name, _, count = line.rpartition(":")
-        out.append((name, int(count)))
-    return out
+    try:
+        return [parse_topic_spec(line.strip()) for line in lines if line.strip()]
+    except ValueError as exc:
+        raise pytest.UsageError(f"minicoord_topics: {exc}") from None
 
 
 @pytest.fixture
@@ -60,8 +69,6 @@ def minicoord(request: pytest.FixtureRequest) -> Iterator[EmbeddedServer]:
 
 @pytest.fixture(scope="session")
 def minicoord_session(pytestconfig: pytest.Config) -> Iterator[EmbeddedServer]:
-    configs = dict(
-        line.split("=", 1) for line in pytestconfig.getini("minicoord_configs") if line.strip()
-    )
+    configs = _configs(pytestconfig.getini("minicoord_configs"))
     with running(configs, _topics(pytestconfig.getini("minicoord_topics"))) as server:
         yield server

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from pathlib import Path
 
 import pytest
 from kafka.protocol.metadata import ApiVersionsRequest
@@ -69,3 +70,54 @@ def test_the_plugin_provides_function_and_session_fixtures(pytester: pytest.Pyte
     )
     result = pytester.runpytest_subprocess("-p", "no:cacheprovider")
     result.assert_outcomes(passed=3)
+
+
+def test_topics_may_be_given_as_the_command_line_gives_them() -> None:
+    with running(topics=["orders:3", ("audit", 1)]) as server:
+        broker = server.server.broker
+        assert server.call(lambda: broker.topics.get("orders").partitions) == 3
+        assert server.call(lambda: broker.topics.get("audit").partitions) == 1
+    for bad, why in [("orders", "expected NAME:PARTITIONS"), (("a", 1, 2), "a topic is")]:
+        with pytest.raises(ValueError, match=why), running(topics=[bad]):  # type: ignore[list-item]
+            pass
+
+
+def test_a_second_server_on_a_data_dir_says_it_is_this_process(tmp_path: Path) -> None:
+    with (
+        running(data_dir=tmp_path),
+        pytest.raises(Exception, match="another server of this process"),
+        running(data_dir=tmp_path),
+    ):
+        pass
+
+
+def test_bad_ini_lines_are_named_with_what_is_wrong(pytester: pytest.Pytester) -> None:
+    pytester.makeini(
+        """
+        [pytest]
+        minicoord_configs =
+            group.min.session.timeout.ms = 1234
+            justakey
+        minicoord_topics =
+            orders
+        """
+    )
+    pytester.makepyfile(
+        """
+        def test_session(minicoord_session):
+            pass
+        """
+    )
+    result = pytester.runpytest_subprocess("-p", "no:cacheprovider")
+    result.stdout.fnmatch_lines(["*minicoord_configs: expected key=value, got 'justakey'*"])
+    pytester.makeini(
+        """
+        [pytest]
+        minicoord_configs =
+            group.min.session.timeout.ms = 1234
+        minicoord_topics =
+            orders
+        """
+    )
+    result = pytester.runpytest_subprocess("-p", "no:cacheprovider")
+    result.stdout.fnmatch_lines(["*minicoord_topics: expected NAME:PARTITIONS, got 'orders'*"])
