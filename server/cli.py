@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import gc
+import os
 import socket
 import sys
 from collections.abc import Sequence
@@ -59,7 +60,22 @@ def _log_command(args: argparse.Namespace) -> int:
         print(f"minicoord: {data_dir} is not a directory", file=sys.stderr)
         return 2
     if args.log_command == "dump":
-        _, damaged = tools.dump(data_dir, args.partition, topic=args.topic)
+        if not tools.selected(data_dir, args.topic, args.partition):
+            which = ", ".join(
+                f"{what} {value}"
+                for what, value in (("topic", args.topic), ("partition", args.partition))
+                if value is not None
+            )
+            where = f" of {which}" if which else ""
+            print(f"minicoord: {data_dir} holds no log{where}", file=sys.stderr)
+            return 2
+        try:
+            _, damaged = tools.dump(data_dir, args.partition, topic=args.topic)
+        except BrokenPipeError:
+            # The reader (`| head`) has what it wanted: stop quietly, and keep the
+            # interpreter's last flush from failing on the closed pipe too.
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+            return 0
         # Sound records are printed either way; damage makes the exit status say so.
         return 1 if damaged else 0
     if args.log_command == "verify":

@@ -124,6 +124,22 @@ async def test_dump_and_compact(node_factory: Any) -> None:
     # --partition narrows the dump to one partition.
     only = minicoord_log("dump", str(node.data_dir), "--partition", str(part))
     assert {r[0] for r in parse_dump(only.stdout)} == {part}
+    # A log that is not there is said so (exit 2), not an empty dump that looks like success.
+    none = minicoord_log("dump", str(node.data_dir), "--topic", "nosuch", "--partition", "3")
+    assert none.returncode == 2 and none.stdout == ""
+    assert (
+        none.stderr.strip()
+        == f"minicoord: {node.data_dir} holds no log of topic nosuch, partition 3"
+    )
+    # A reader that stops early (`| head -1`) ends the dump quietly.
+    head = subprocess.run(
+        f"{sys.executable} -m minicoord.server.cli log dump {node.data_dir} | head -1",
+        shell=True,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert len(head.stdout.splitlines()) == 1 and "Traceback" not in head.stderr, head.stderr
     size_before = sum(f.stat().st_size for f in segments(node.data_dir, part))
 
     compact = minicoord_log("compact", str(node.data_dir))
