@@ -82,7 +82,14 @@ def features(adv: Advertised) -> list[Finding]:
     out.append(_consumer_protocol(adv, "consumer group, consumer protocol (KIP-848)"))
     need("idempotent producer", (INIT_PRODUCER_ID,))
     need("transactions", (INIT_PRODUCER_ID, *TRANSACTIONS))
-    need("SASL authentication", (SASL_HANDSHAKE, SASL_AUTHENTICATE))
+    # Every Kafka listener advertises these, SASL or not: what this row can say is only that
+    # a SASL client may try; whether this listener takes SASL is the security.protocol check.
+    need(
+        "SASL authentication",
+        (SASL_HANDSHAKE, SASL_AUTHENTICATE),
+        "SaslHandshake and SaslAuthenticate advertised, as on every Kafka listener; whether "
+        "this one takes SASL, -X security.protocol=SASL_... checks",
+    )
     return out
 
 
