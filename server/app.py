@@ -374,9 +374,15 @@ class Server:
                     )
 
     async def _write_buffered_periodically(self) -> None:
+        # On a fixed cadence, not a sleep after each write: the write's own time and a late
+        # wake-up must not add up into more than a second of acknowledged records at risk.
+        loop = asyncio.get_running_loop()
+        due = loop.time()
         while True:
-            await asyncio.sleep(BUFFERED_WRITE_INTERVAL_S)
+            due += BUFFERED_WRITE_INTERVAL_S
+            await asyncio.sleep(max(0.0, due - loop.time()))
             self.logs.write_buffered()
+            due = max(due, loop.time() - BUFFERED_WRITE_INTERVAL_S)
 
     async def stop(self, grace_s: float = 5.0) -> None:
         """A clean shutdown, bounded by about `grace_s`.
