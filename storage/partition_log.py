@@ -412,7 +412,9 @@ class PartitionLog:
 
     def max_timestamp(self) -> tuple[int, int] | None:
         """(offset, timestamp) of the record with the largest timestamp (the earliest such
-        record if several share it), or None for an empty log."""
+        record if several share it), or None for an empty log. As Kafka answers it, from the
+        segments' cached maximum: after DeleteRecords that record may lie below the log start
+        (its segment is still there), and is answered all the same."""
         best: tuple[int, int] | None = None  # (timestamp, base offset of its batch)
         with self.lock:
             segments = list(self.segments)
@@ -427,7 +429,7 @@ class PartitionLog:
             if batch_info(data).base_offset < best[1]:
                 continue
             for record in check_batch(data):
-                if record.timestamp == best[0] and record.offset >= self.log_start_offset:
+                if record.timestamp == best[0]:
                     return record.offset, record.timestamp
             break
         return None

@@ -165,6 +165,11 @@ def test_list_offsets_answers_as_kafka_without_tiered_storage() -> None:
     assert lookup(-6, version=10)[0] == ErrorCode.UNSUPPORTED_VERSION
     assert lookup(-3, version=6)[0] == ErrorCode.UNSUPPORTED_VERSION
     assert lookup(-7)[0] == ErrorCode.UNSUPPORTED_VERSION
+    # After DeleteRecords past it, the max-timestamp record is still the answer while its
+    # segment stays, as Kafka answers from the segments' cached maximum (UnifiedLog).
+    assert plane.data.delete_records(topic, 0, 4)[:2] == (ErrorCode.NONE, 4)
+    assert lookup(-3) == (0, NOW - 100, 2, 0)
+    assert lookup(-2) == (0, -1, 4, 0)
 
 
 def test_offset_for_leader_epoch_on_a_one_epoch_log() -> None:
