@@ -70,9 +70,13 @@ def _fetch(
             wanted.extend((name, i) for i in t.partition_indexes)
     error, found = ctx.broker.coordinator.fetch_offsets(group_id, wanted, member_id, member_epoch)
     by_topic: dict[str, list[tuple[int, CommittedOffset | None, ErrorCode]]] = {}
-    if wanted is not None and error is not ErrorCode.NONE:
-        # Versions without a group-level error field still need to see it per partition.
-        found = [(tp, None) for tp in wanted]
+    if error is not ErrorCode.NONE:
+        if ctx.version >= 2:
+            # The group's error alone, no topics, as Kafka answers it (v8+: the group entry
+            # with its error; v2-7: the top-level error).
+            return error, {}
+        # v1 has no group-level error field: each partition asked for carries it.
+        found = [(tp, None) for tp in wanted or ()]
     for (topic, index), committed in found:
         by_topic.setdefault(topic, []).append((index, committed, error))
     if checked and topics is None:
