@@ -98,20 +98,25 @@ def _log_command(args: argparse.Namespace) -> int:
     return 0
 
 
-def _compacted_topics(data_dir: Path, config: Config) -> set[str]:
-    """The topics whose cleanup.policy includes compact, from the cluster metadata log."""
+def _compacted_topics(data_dir: Path, config: Config) -> dict[str, tuple[int, int]]:
+    """The topics whose cleanup.policy includes compact, from the cluster metadata log, each
+    with its delete.retention.ms and min.compaction.lag.ms."""
     from minicoord.server.topics import METADATA_TOPIC, TopicRegistry, replay_metadata
     from minicoord.storage.log import log_dir
     from minicoord.storage.partition_log import PartitionLog
 
     if not log_dir(data_dir, METADATA_TOPIC, 0).is_dir():
-        return set()
+        return {}
     plog = PartitionLog(log_dir(data_dir, METADATA_TOPIC, 0), METADATA_TOPIC, 1 << 30)
     plog.open()
     registry = TopicRegistry(config)
     replay_metadata(plog, registry)
     plog.close()
-    return {t.name for t in registry.user_topics() if registry.config_of(t).compact}
+    return {
+        t.name: (cfg.delete_retention_ms, cfg.min_compaction_lag_ms)
+        for t in registry.user_topics()
+        if (cfg := registry.config_of(t)).compact
+    }
 
 
 def _run(coro: object) -> None:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import TextIO
 
@@ -130,22 +130,25 @@ def compact(
     data_dir: Path,
     delete_retention_ms: int,
     segment_bytes: int,
-    compacted_topics: set[str] | None = None,
+    compacted_topics: Mapping[str, tuple[int, int]] | None = None,
 ) -> list[CleanResult]:
     """Run the cleaner over `__consumer_offsets` and the given compacted topics, the active
-    segment included (server stopped)."""
+    segment included (server stopped). `compacted_topics`: each topic's delete.retention.ms
+    and min.compaction.lag.ms, which it is cleaned by as the server's cleaner would."""
     logs = LogManager(data_dir)
     logs.lock()
     results = []
-    wanted = {OFFSETS_TOPIC} | (compacted_topics or set())
+    wanted = {OFFSETS_TOPIC: (delete_retention_ms, 0), **(compacted_topics or {})}
+    now = int(time.time() * 1000)
     try:
         for name, index in selected(data_dir):
             if name not in wanted:
                 continue
+            retention, min_lag = wanted[name]
             plog = logs.open_log(name, index, segment_bytes)
             logs.install(name, index, plog)
             plog.roll()
-            result = clean(plog, int(time.time() * 1000), delete_retention_ms)
+            result = clean(plog, now, retention, plog.cleanable(now, min_lag))
             if result is not None:
                 results.append(result)
     finally:

@@ -3,6 +3,8 @@ server: a compacted topic's segment.ms and min.compaction.lag.ms, and compressio
 
 from __future__ import annotations
 
+import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -96,3 +98,31 @@ def test_compression_type_is_what_the_log_holds_and_consumers_read(tmp_path: Pat
         codecs.append(batch.compression_type)
         at += 12 + int.from_bytes(data[at + 8 : at + 12], "big")
     assert codecs and set(codecs) == {1}  # gzip, though the producer sent none
+
+
+def test_offline_compaction_keeps_what_min_compaction_lag_protects(tmp_path: Path) -> None:
+    # `minicoord log compact` cleans each topic by its own configs, as the server's cleaner.
+    with running(data_dir=tmp_path) as server:
+        admin = AdminClient({"bootstrap.servers": server.bootstrap})
+        topics = {
+            "lagged": {"cleanup.policy": "compact", "min.compaction.lag.ms": "3600000"},
+            "unlagged": {"cleanup.policy": "compact"},
+        }
+        futures = admin.create_topics(
+            [NewTopic(name, 1, config=cfg) for name, cfg in topics.items()]
+        )
+        for future in futures.values():
+            future.result(10)
+        base = int(time.time() * 1000) - 60_000
+        for name in topics:
+            _produce(server.bootstrap, name, base)
+    compacted = subprocess.run(
+        [sys.executable, "-m", "minicoord.server.cli", "log", "compact", str(tmp_path)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert compacted.returncode == 0, compacted.stderr
+    with running(data_dir=tmp_path) as server:
+        assert _values(server.bootstrap, "lagged") == [str(i).encode() for i in range(ROUNDS)]
+        assert _values(server.bootstrap, "unlagged") == [str(ROUNDS - 1).encode()]
