@@ -2,8 +2,9 @@
 
 The older form of IncrementalAlterConfigs, still served by Kafka 4 and the only one some
 clients have (kafkajs' `admin.alterConfigs`). As Kafka's legacy path does, every override
-not named is removed, and a null value removes its config; the result is validated as at
-CreateTopics (INVALID_CONFIG) and persisted as ConfigRecords before the answer.
+not named is removed; a null value, a config named twice and a resource named twice are
+INVALID_REQUEST; the result is validated as at CreateTopics (INVALID_CONFIG) and persisted
+as ConfigRecords before the answer.
 `validate_only` changes nothing. Broker configs are static here: INVALID_REQUEST. v2 is
 flexible.
 """
@@ -32,8 +33,7 @@ def _replacing(configs: Any) -> dict[str, str]:
     for c in configs:
         if c.name not in TOPIC_CONFIGS:
             raise InvalidConfig(f"Unknown topic config name: {c.name}")
-        if c.value is not None:
-            overrides[c.name] = c.value
+        overrides[c.name] = c.value  # not null: refused before (incremental_alter_configs)
     return overrides
 
 

@@ -51,7 +51,10 @@ def handle(ctx: RequestContext, request: Any) -> Any:
             partitions = default_partitions
         configs = {c.name: c.value for c in topic.configs or ()}
         error, message = ErrorCode.NONE, None
-        if (
+        refused = _assignment_error(topic, broker.config.broker_id)
+        if refused is not None:
+            error, message = refused
+        elif (
             checked
             and not cluster_create
             and not authorize.allowed(ctx, authorize.CREATE, authorize.TOPIC, topic.name)
@@ -119,6 +122,64 @@ def handle(ctx: RequestContext, request: Any) -> Any:
     parked = ctx.park(lambda _: response)
     broker.apply(Result(None, [], []), parked)  # answered once the new topics are durable
     return parked
+
+
+def _assignment_error(topic: Any, node: int) -> tuple[ErrorCode, str] | None:
+    """Why a manual partition assignment cannot be taken, as Kafka's controller checks it
+    (ReplicationControlManager.createTopic, validateManualPartitionAssignment); None if
+    there is none or it can. This one broker is the only one registered."""
+    if not topic.assignments:
+        return None
+    if topic.replication_factor != -1:
+        return (
+            ErrorCode.INVALID_REQUEST,
+            "A manual partition assignment was specified, but replication factor was not set "
+            "to -1.",
+        )
+    if topic.num_partitions != -1:
+        return (
+            ErrorCode.INVALID_REQUEST,
+            "A manual partition assignment was specified, but numPartitions was not set to -1.",
+        )
+    seen: set[int] = set()
+    replicas = None
+    for a in topic.assignments:
+        bad = ErrorCode.INVALID_REPLICA_ASSIGNMENT
+        if a.partition_index in seen:
+            return (
+                bad,
+                f"Found multiple manual partition assignments for partition {a.partition_index}",
+            )
+        seen.add(a.partition_index)
+        brokers = sorted(a.broker_ids)
+        if not brokers:
+            return bad, "The manual partition assignment includes an empty replica list."
+        for previous, broker in zip([None, *brokers], brokers, strict=False):
+            if broker != node:
+                return (
+                    bad,
+                    f"The manual partition assignment includes broker {broker}, but no such "
+                    "broker is registered.",
+                )
+            if broker == previous:
+                return (
+                    bad,
+                    f"The manual partition assignment includes the broker {broker} more than once.",
+                )
+        if replicas is not None and len(brokers) != replicas:
+            return (
+                bad,
+                f"The manual partition assignment includes a partition with {len(brokers)} "
+                f"replica(s), but this is not consistent with previous partitions, which have "
+                f"{replicas} replica(s).",
+            )
+        replicas = len(brokers)
+    if seen != set(range(len(seen))):
+        return (
+            ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+            "partitions should be a consecutive 0-based integer sequence",
+        )
+    return None
 
 
 HANDLER = Handler.for_spec(SPECS[API_KEY], handle)

@@ -9,6 +9,7 @@ v1 is flexible.
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Callable
 from typing import Any
 
@@ -44,8 +45,10 @@ def alter_resources(
     overrides of each made by `overrides_for(resource)` (see alter_resource), and answer
     once the ConfigRecords are written."""
     responses = []
+    named = Counter((r.resource_type, r.resource_name) for r in request.resources)
     for r in request.resources:
-        error, message = alter_resource(
+        refusal = _malformed(r, named)
+        error, message = refusal or alter_resource(
             ctx, r.resource_type, r.resource_name, overrides_for(r), request.validate_only
         )
         responses.append(
@@ -60,6 +63,24 @@ def alter_resources(
     parked = ctx.park(lambda _: response)
     ctx.broker.apply(Result(None, [], []), parked)
     return parked
+
+
+def _malformed(resource: Any, named: Counter[tuple[int, str]]) -> tuple[ErrorCode, str] | None:
+    """What Kafka's ConfigAdminManager.preprocess refuses before anything else: a resource
+    named twice (each time), a config named twice in it, a null value but to DELETE."""
+    if named[resource.resource_type, resource.resource_name] > 1:
+        return ErrorCode.INVALID_REQUEST, "Each resource must appear at most once."
+    names = [c.name for c in resource.configs]
+    if len(set(names)) != len(names):
+        return ErrorCode.INVALID_REQUEST, "Error due to duplicate config keys"
+    nulls = [
+        c.name
+        for c in resource.configs
+        if c.value is None and getattr(c, "config_operation", SET) != DELETE
+    ]
+    if nulls:
+        return ErrorCode.INVALID_REQUEST, f"Null value not supported for : {', '.join(nulls)}"
+    return None
 
 
 def alter_resource(
@@ -81,8 +102,14 @@ def alter_resource(
             "minicoord's broker configs are static: set them with --config at start",
         )
     topic = broker.topics.get(name)
-    if topic is None or topic.internal:
+    if topic is None:
         return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"Topic {name} does not exist"
+    if topic.internal:
+        return (
+            ErrorCode.INVALID_REQUEST,
+            f"minicoord's internal topic {topic.name} takes its configs from the broker's "
+            "(offsets.topic.*, log.cleaner.*): set them with --config at start",
+        )
     try:
         overrides = overrides_of(dict(broker.topics.config_of(topic).overrides))
         validate(overrides)
@@ -100,9 +127,7 @@ def _altered(overrides: dict[str, str], changes: Any) -> dict[str, str]:
             raise InvalidConfig(f"Unknown topic config name: {c.name}")
         op = c.config_operation
         if op == SET:
-            if c.value is None:
-                raise InvalidConfig(f"Null value not supported for topic configs: {c.name}")
-            overrides[c.name] = c.value
+            overrides[c.name] = c.value  # not null: refused before (_malformed)
         elif op == DELETE:
             overrides.pop(c.name, None)
         elif op in (APPEND, SUBTRACT):

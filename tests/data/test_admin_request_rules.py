@@ -1,0 +1,152 @@
+"""Admin requests Kafka refuses before acting, refused as Kafka refuses them: manual replica
+assignments in CreateTopics (ReplicationControlManager) and malformed (Incremental)AlterConfigs
+(ConfigAdminManager.preprocess). kafkajs and @platformatic/kafka send such requests as their
+users write them."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from kafka.protocol.admin import (
+    AlterConfigsRequest,
+    CreateTopicsRequest,
+    IncrementalAlterConfigsRequest,
+)
+from minicoord.clients.connection import ProtocolClient
+from minicoord.protocol.errors import ErrorCode
+from minicoord.testing.embedded import running
+
+TOPIC_RESOURCE = 2
+SET, DELETE = 0, 1
+
+
+def _topic(
+    name: str, assignments: list[tuple[int, list[int]]], partitions: int = -1, rf: int = -1
+) -> Any:
+    new = CreateTopicsRequest.CreatableTopic
+    return new(
+        name=name,
+        num_partitions=partitions,
+        replication_factor=rf,
+        assignments=[
+            new.CreatableReplicaAssignment(partition_index=p, broker_ids=b) for p, b in assignments
+        ],
+        configs=[],
+    )
+
+
+BAD = ErrorCode.INVALID_REPLICA_ASSIGNMENT
+CASES = [
+    ("ok", [(0, [0]), (1, [0])], -1, -1, ErrorCode.NONE, None),
+    ("nobroker", [(0, [5])], -1, -1, BAD, "includes broker 5, but no such broker"),
+    ("twice", [(0, [0, 0])], -1, -1, BAD, "the broker 0 more than once"),
+    ("empty", [(0, [])], -1, -1, BAD, "empty replica list"),
+    ("gap", [(0, [0]), (2, [0])], -1, -1, BAD, "consecutive 0-based"),
+    ("again", [(0, [0]), (0, [0])], -1, -1, BAD, "assignments for partition 0"),
+    ("count", [(0, [0])], 2, -1, ErrorCode.INVALID_REQUEST, "numPartitions was not set"),
+    ("factor", [(0, [0])], -1, 3, ErrorCode.INVALID_REQUEST, "replication factor was not"),
+]  # fmt: skip
+
+
+@pytest.mark.asyncio
+async def test_manual_assignments_are_checked_as_kafkas_controller_checks_them() -> None:
+    with running() as server:
+        host, port = server.bootstrap.rsplit(":", 1)
+        async with await ProtocolClient.connect(host, int(port)) as client:
+            made = await client.request(
+                CreateTopicsRequest(
+                    version=7,
+                    topics=[_topic(name, a, n, rf) for name, a, n, rf, _, _ in CASES],
+                    timeout_ms=5000,
+                    validate_only=False,
+                ),
+                7,
+            )
+            answers = {
+                t.name: (t.error_code, t.error_message, t.num_partitions) for t in made.topics
+            }
+            for name, _, _, _, error, message in CASES:
+                got_error, got_message, _ = answers[name]
+                assert got_error == error, (name, got_message)
+                assert message is None or message in got_message, (name, got_message)
+            assert answers["ok"][2] == 2
+            broker = server.server.broker
+            topics = server.call(lambda: {t.name for t in broker.topics.user_topics()})
+            assert "ok" in topics and not {n for n, *_ in CASES[1:]} & topics
+
+
+def _incremental(*resources: tuple[str, list[tuple[str, int, str | None]]]) -> Any:
+    res = IncrementalAlterConfigsRequest.AlterConfigsResource
+    return IncrementalAlterConfigsRequest(
+        version=1,
+        resources=[
+            res(
+                resource_type=TOPIC_RESOURCE,
+                resource_name=name,
+                configs=[
+                    res.AlterableConfig(name=k, config_operation=op, value=v)
+                    for k, op, v in configs
+                ],
+            )
+            for name, configs in resources
+        ],
+        validate_only=False,
+    )
+
+
+@pytest.mark.asyncio
+async def test_malformed_config_changes_are_invalid_request_and_change_nothing() -> None:
+    with running(topics=[("t", 1), ("u", 1)]) as server:
+        host, port = server.bootstrap.rsplit(":", 1)
+        async with await ProtocolClient.connect(host, int(port)) as client:
+
+            async def incremental(*resources: Any) -> list[tuple[str, int, str | None]]:
+                answer = await client.request(_incremental(*resources), 1)
+                return [(r.resource_name, r.error_code, r.error_message) for r in answer.responses]
+
+            assert await incremental(
+                ("t", [("retention.ms", SET, "5000"), ("retention.ms", SET, "6000")])
+            ) == [("t", ErrorCode.INVALID_REQUEST, "Error due to duplicate config keys")]
+            twice = "Each resource must appear at most once."
+            assert await incremental(
+                ("t", [("retention.ms", SET, "7000")]),
+                ("t", [("retention.ms", SET, "8000")]),
+                ("u", [("retention.ms", SET, "9000")]),
+            ) == [
+                ("t", ErrorCode.INVALID_REQUEST, twice),
+                ("t", ErrorCode.INVALID_REQUEST, twice),
+                ("u", ErrorCode.NONE, None),
+            ]
+            null = "Null value not supported for : retention.ms"
+            assert await incremental(("t", [("retention.ms", SET, None)])) == [
+                ("t", ErrorCode.INVALID_REQUEST, null)
+            ]
+            assert await incremental(("t", [("retention.ms", DELETE, None)])) == [
+                ("t", ErrorCode.NONE, None)
+            ]
+            (internal,) = await incremental(("__consumer_offsets", [("retention.ms", SET, "1")]))
+            assert internal[1] == ErrorCode.INVALID_REQUEST and "--config" in internal[2]
+            legacy = AlterConfigsRequest.AlterConfigsResource
+            answer = await client.request(
+                AlterConfigsRequest(
+                    version=2,
+                    resources=[
+                        legacy(
+                            resource_type=TOPIC_RESOURCE,
+                            resource_name="t",
+                            configs=[legacy.AlterableConfig(name="retention.ms", value=None)],
+                        )
+                    ],
+                    validate_only=False,
+                ),
+                2,
+            )
+            assert [(r.error_code, r.error_message) for r in answer.responses] == [
+                (ErrorCode.INVALID_REQUEST, null)
+            ]
+        broker = server.server.broker
+        overrides = server.call(
+            lambda: {n: broker.topics.config_of(broker.topics.get(n)).overrides for n in "tu"}
+        )
+        assert overrides == {"t": {}, "u": {"retention.ms": "9000"}}
