@@ -115,13 +115,26 @@ class LogManager:
             return proposed
         from minicoord.storage.checkpoints import read_meta_properties, write_meta_properties
 
+        path = self.data_dir / "meta.properties"
         try:
             stored = read_meta_properties(self.data_dir)
         except (OSError, UnicodeDecodeError) as exc:
-            raise StoreError(f"cannot read {self.data_dir}/meta.properties: {exc}") from None
-        if "cluster.id" not in stored:
+            raise StoreError(f"cannot read {path}: {exc}") from None
+        if not stored and not path.exists():
             write_meta_properties(self.data_dir, proposed, node_id)
             return proposed
+        # One that is there but unreadable is refused, as Kafka refuses it: making a new id
+        # would quietly make this directory another cluster.
+        if stored.get("version") not in ("0", "1"):
+            raise StoreError(
+                f"{path}: version {stored.get('version')!r} is not 0 or 1 (restore the file, "
+                "or remove it to give the directory a new cluster id)"
+            )
+        if not stored.get("cluster.id"):
+            raise StoreError(
+                f"{path} has no cluster.id (restore the file, or remove it to give the "
+                "directory a new cluster id)"
+            )
         if stored.get("node.id", str(node_id)) != str(node_id):
             # As Kafka refuses a log directory written by another node.
             raise StoreError(

@@ -189,10 +189,10 @@ def _topic(topic: tuple[str, int] | str) -> tuple[str, int]:
     try:
         name, partitions = topic
     except (TypeError, ValueError):
-        raise ValueError(
-            f"a topic is (NAME, PARTITIONS) or 'NAME:PARTITIONS', not {topic!r}"
-        ) from None
-    return name, partitions
+        name, partitions = None, None
+    if not isinstance(name, str) or type(partitions) is not int:
+        raise ValueError(f"a topic is (NAME, PARTITIONS) or 'NAME:PARTITIONS', not {topic!r}")
+    return parse_topic_spec(f"{name}:{partitions}")
 
 
 @contextlib.contextmanager

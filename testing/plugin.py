@@ -39,6 +39,11 @@ def pytest_configure(config: pytest.Config) -> None:
     )
 
 
+MARKER_SETTINGS = frozenset(
+    {"configs", "topics", "acls", "super_users", "listeners", "users", "tls", "ssl_client_auth"}
+)
+
+
 def _configs(lines: list[str]) -> dict[str, str]:
     # The ini's lines, read as --config reads its values (spaces around `=` allowed).
     try:
@@ -58,6 +63,13 @@ def _topics(lines: list[str]) -> list[tuple[str, int]]:
 def minicoord(request: pytest.FixtureRequest) -> Iterator[EmbeddedServer]:
     marker = request.node.get_closest_marker("minicoord")
     kwargs = dict(marker.kwargs) if marker else {}
+    unknown = sorted(set(kwargs) - MARKER_SETTINGS)
+    if unknown or (marker and marker.args):
+        # A typo (topic= for topics=) would otherwise run the test on a server without it.
+        raise pytest.UsageError(
+            f"@pytest.mark.minicoord takes keywords {', '.join(sorted(MARKER_SETTINGS))}; "
+            f"not {', '.join(unknown) or 'positional arguments'}"
+        )
     security = {
         k: kwargs[k]
         for k in ("acls", "super_users", "listeners", "users", "tls", "ssl_client_auth")

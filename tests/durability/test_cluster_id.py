@@ -43,3 +43,23 @@ def test_the_cluster_id_survives_restarts_and_is_the_data_dirs(node_factory: Any
     )
     assert result.returncode == 2
     assert "belongs to node 0 (its meta.properties), not to broker.id=7" in result.stderr
+
+
+def test_a_damaged_meta_properties_is_refused_not_replaced(node_factory: Any) -> None:
+    node = node_factory()
+    node.start()
+    node.stop()
+    meta = node.data_dir / "meta.properties"
+    serve = [sys.executable, "-m", "minicoord.server.cli", "serve", "--port", "0"]
+    for text, why in [
+        ("", "version None is not 0 or 1"),
+        ("garbage\n", "version None is not 0 or 1"),
+        ("version=7\ncluster.id=abc\nnode.id=0\n", "version '7' is not 0 or 1"),
+        ("version=1\nnode.id=0\n", "has no cluster.id"),
+    ]:
+        meta.write_text(text)
+        result = subprocess.run(
+            [*serve, "--data-dir", str(node.data_dir)], capture_output=True, text=True, timeout=30
+        )
+        assert result.returncode == 2 and why in result.stderr, (text, result.stderr)
+        assert meta.read_text() == text  # left as it was

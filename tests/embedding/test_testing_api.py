@@ -77,7 +77,12 @@ def test_topics_may_be_given_as_the_command_line_gives_them() -> None:
         broker = server.server.broker
         assert server.call(lambda: broker.topics.get("orders").partitions) == 3
         assert server.call(lambda: broker.topics.get("audit").partitions) == 1
-    for bad, why in [("orders", "expected NAME:PARTITIONS"), (("a", 1, 2), "a topic is")]:
+    for bad, why in [
+        ("orders", "expected NAME:PARTITIONS"),
+        (("a", 1, 2), "a topic is"),
+        (("orders", "3"), "a topic is"),
+        (("bad name", 1), "has characters other than"),
+    ]:
         with pytest.raises(ValueError, match=why), running(topics=[bad]):  # type: ignore[list-item]
             pass
 
@@ -121,3 +126,18 @@ def test_bad_ini_lines_are_named_with_what_is_wrong(pytester: pytest.Pytester) -
     )
     result = pytester.runpytest_subprocess("-p", "no:cacheprovider")
     result.stdout.fnmatch_lines(["*minicoord_topics: expected NAME:PARTITIONS, got 'orders'*"])
+
+
+def test_a_marker_keyword_it_does_not_know_is_a_usage_error(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(
+        """
+        import pytest
+
+        @pytest.mark.minicoord(topic=[("orders", 2)])
+        def test_typo(minicoord):
+            pass
+        """
+    )
+    result = pytester.runpytest_subprocess("-p", "no:cacheprovider")
+    result.stdout.fnmatch_lines(["*@pytest.mark.minicoord takes keywords*not topic*"])
+    result.assert_outcomes(errors=1)
