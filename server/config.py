@@ -81,7 +81,12 @@ class Config:
     log_retention_ms: int = 604_800_000
     log_retention_bytes: int = -1
     log_segment_bytes: int = 1_073_741_824
+    # Kafka: log.roll.hours=168, with log.roll.ms unset; the same time in ms.
+    log_roll_ms: int = 604_800_000
     log_cleanup_policy: str = "delete"
+    log_cleaner_min_compaction_lag_ms: int = 0
+    log_cleaner_max_compaction_lag_ms: int = 9_223_372_036_854_775_807
+    compression_type: str = "producer"
     message_max_bytes: int = 1_048_588
     log_message_timestamp_type: str = "CreateTime"
     log_message_timestamp_before_max_ms: int = 9_223_372_036_854_775_807

@@ -137,7 +137,8 @@ TOPIC_CONFIGS: dict[str, ConfigDef] = _defs(
               None, -2),
     ConfigDef("local.retention.ms", L, "-2", "Local log age kept with tiered storage.", None, -2),
     ConfigDef("max.compaction.lag.ms", L, str(LONG_MAX), "The maximum time a message will "
-              "remain ineligible for compaction in the log.", None, 1),
+              "remain ineligible for compaction in the log.",
+              "log.cleaner.max.compaction.lag.ms", 1),
     ConfigDef("max.message.bytes", INT, "1048588", "The largest record batch size allowed.",
               "message.max.bytes", 0),
     ConfigDef("message.timestamp.after.max.ms", L, "3600000", "How far in the future a "
@@ -150,7 +151,7 @@ TOPIC_CONFIGS: dict[str, ConfigDef] = _defs(
     ConfigDef("min.cleanable.dirty.ratio", D, "0.5", "How frequently the log compactor will "
               "attempt to clean the log.", "log.cleaner.min.cleanable.ratio", 0, 1),
     ConfigDef("min.compaction.lag.ms", L, "0", "The minimum time a message will remain "
-              "uncompacted in the log.", None, 0),
+              "uncompacted in the log.", "log.cleaner.min.compaction.lag.ms", 0),
     ConfigDef("min.insync.replicas", INT, "1", "The minimum number of replicas that must "
               "acknowledge a write with acks=all.", None, 1),
     ConfigDef("preallocate", B, "false", "Preallocate the file on disk when creating a new "
@@ -169,7 +170,7 @@ TOPIC_CONFIGS: dict[str, ConfigDef] = _defs(
               "to file positions.", None, 4),
     ConfigDef("segment.jitter.ms", L, "0", "Jitter subtracted from segment.ms.", None, 0),
     ConfigDef("segment.ms", L, "604800000", "The period after which the log rolls even if the "
-              "segment file isn't full.", None, 1),
+              "segment file isn't full.", "log.roll.ms", 1),
     ConfigDef("unclean.leader.election.enable", B, "false", "Unclean leader election."),
 )  # fmt: skip
 

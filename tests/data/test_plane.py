@@ -286,3 +286,35 @@ def test_a_partly_superseded_batch_is_rebuilt_with_its_identity() -> None:
     # The rewritten log still reads from the start, and a restart would rebuild the producer.
     data, _, _ = fetch(plane, [FetchPartition(topic, 0, 0, 1 << 20)])
     assert offsets_of(data[0].records) == [1, 2, 3]
+
+
+def test_broker_synonyms_set_every_topics_defaults() -> None:
+    # As Kafka's ServerTopicConfigSynonyms: log.roll.ms, log.cleaner.min/max.compaction.lag.ms
+    # and compression.type at the broker are the defaults of segment.ms, min/max.compaction.lag.ms
+    # and compression.type, and DescribeConfigs names them as the source.
+    from minicoord.server.config import Config
+    from minicoord.server.topic_configs import ConfigSource
+
+    settings = {
+        "log.roll.ms": "100",
+        "log.cleaner.min.compaction.lag.ms": "5",
+        "log.cleaner.max.compaction.lag.ms": "50",
+        "compression.type": "gzip",
+        "log.cleanup.policy": "compact",
+    }
+    plane = Plane(Config.from_pairs(settings))
+    topic = plane.topic("t")
+    cfg = plane.topics.config_of(topic)
+    assert (cfg.segment_ms, cfg.min_compaction_lag_ms, cfg.max_compaction_lag_ms) == (100, 5, 50)
+    assert cfg.compression == 1 and cfg.roll_ms == 50  # compacted: max lag rolls it sooner
+    assert plane.data.partitions[("t", 0)].log.segment_ms == 50
+    described = {e.name: e for e in cfg.describe()}
+    for name, synonym in [
+        ("segment.ms", "log.roll.ms"),
+        ("min.compaction.lag.ms", "log.cleaner.min.compaction.lag.ms"),
+        ("max.compaction.lag.ms", "log.cleaner.max.compaction.lag.ms"),
+        ("compression.type", "compression.type"),
+    ]:
+        entry = described[name]
+        assert entry.source is ConfigSource.STATIC_BROKER_CONFIG, name
+        assert (synonym, settings[synonym], ConfigSource.STATIC_BROKER_CONFIG) in entry.synonyms
