@@ -52,3 +52,20 @@ def test_platformatic_describes_the_in_memory_log_dir(server: Any) -> None:
         (0, "0"),
         (1, "0"),
     ]
+
+
+@pytest.mark.parametrize("client", ["kafkajs", "platformatic"])
+def test_a_transactional_producer_fails_at_once(server: Any, client: str) -> None:
+    # minicoord serves no transactions; its FindCoordinator answer for a transactional id is
+    # one the client does not retry (INVALID_REQUEST), where COORDINATOR_NOT_AVAILABLE had
+    # kafkajs retry for 11 s and @platformatic/kafka without end.
+    args = ["node", str(NODE_DIR / "transactions.mjs"), client, server.bootstrap]
+    done = subprocess.run(args, capture_output=True, text=True, timeout=RUN_TIMEOUT_S, cwd=NODE_DIR)
+    assert done.returncode == 0, f"{done.stdout}\n{done.stderr}"
+    answer = json.loads(done.stdout)
+    assert answer["failed"], answer
+    # One answer, not a retry loop: 0.2 s against the 11 s (kafkajs) or never (platformatic)
+    # of a retriable answer. Not a speed figure; the script gives up by itself at 30 s.
+    assert answer["ms"] < 5000, answer
+    if client == "platformatic":  # it shows the server's answer itself
+        assert "42 minicoord serves no transactions" in answer["message"], answer
