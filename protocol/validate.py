@@ -1,9 +1,11 @@
-"""Reject requests whose non-nullable fields arrived as null.
+"""Reject requests that Kafka's own generated readers refuse and kafka-python's accept.
 
-kafka-python's decoders read a length of -1 as None for any string or array, nullable or
-not; Kafka's own generated readers refuse that. Handlers rely on the schema (a non-nullable
-array is a list), so the connection checks decoded requests here and closes the connection
-on a violation, as Kafka does with an invalid request.
+- A null in a non-nullable field: kafka-python's decoders read a length of -1 as None for any
+  string or array, nullable or not. Handlers rely on the schema (a non-nullable array is a
+  list), so the connection checks decoded requests here and closes the connection on a
+  violation, as Kafka does with an invalid request.
+- A field that runs past its frame: kafka-python cuts a string or bytes field (a Produce's
+  records) at the end of the data it was given; Kafka's reader fails on the missing bytes.
 """
 
 from __future__ import annotations
@@ -70,3 +72,22 @@ def _check(obj: Any, plan: Plan) -> str | None:
             if inner is not None:
                 return f"{name}.{inner}"
     return None
+
+
+_DECODERS: dict[tuple[int, int], Any] = {}
+
+
+def decode_whole(cls: Any, data: memoryview, version: int) -> Any:
+    """The request in `data`, decoded as `cls.decode` does; ValueError if its fields claim
+    more bytes than `data` holds."""
+    key = (id(cls), version)
+    decoder = _DECODERS.get(key)
+    if decoder is None:
+        flexible = cls.flexible_version_q(version)
+        decoder = _DECODERS[key] = cls._struct.compiled_decode_from(
+            version, compact=flexible, tagged=flexible, data_class=cls[None]
+        )
+    request, end = decoder(data, 0)
+    if end > len(data):
+        raise ValueError(f"its fields run {end - len(data)} bytes past the end of its frame")
+    return request

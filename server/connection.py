@@ -31,7 +31,7 @@ from minicoord.protocol.headers import (
     parse_request_header,
     skip_tagged_fields,
 )
-from minicoord.protocol.validate import null_violation
+from minicoord.protocol.validate import decode_whole, null_violation
 from minicoord.server import request_log
 from minicoord.server.answers import (
     Answer,
@@ -326,7 +326,7 @@ class KafkaConnection(asyncio.Protocol):
             if handler.decode is not None:
                 request = handler.decode(frame[pos:], version)
             else:
-                request = spec.request.decode(memoryview(frame)[pos:], version=version)
+                request = decode_whole(spec.request, memoryview(frame)[pos:], version)
         except Exception as exc:
             # The SASL and SCRAM APIs carry secrets: their bytes never go into a log line.
             detail = "" if spec.key in _SECRET_APIS else f": {exc!r}"

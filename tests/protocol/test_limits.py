@@ -148,3 +148,30 @@ async def test_a_client_that_does_not_read_is_not_buffered_without_bound() -> No
 async def _one_response(reader: asyncio.StreamReader) -> bytes:
     (size,) = struct.unpack(">i", await reader.readexactly(4))
     return await reader.readexactly(size)
+
+
+async def test_a_field_that_runs_past_its_frame_closes_the_connection(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    # A Produce whose records claim 2^31-1 bytes in a frame of a few: Kafka's reader fails on
+    # the missing bytes and closes the connection; kafka-python's would cut the field short.
+    body = (
+        struct.pack(">hhih", 0, 7, 7, 1) + b"x"  # Produce v7, correlation 7, client id "x"
+        + struct.pack(">hhi", -1, 1, 1000)  # no transactional id, acks 1, timeout
+        + struct.pack(">i", 1) + struct.pack(">h", 1) + b"t"  # one topic, "t"
+        + struct.pack(">ii", 1, 0)  # one partition, index 0
+        + struct.pack(">i", 2**31 - 1) + bytes(20)  # records: 2^31-1 bytes claimed, 20 sent
+    )  # fmt: skip
+    async with Server(Config(), "127.0.0.1", 0, topics=[("t", 1)]) as server:
+        reader, writer = await asyncio.open_connection("127.0.0.1", server.port)
+        writer.write(struct.pack(">i", len(body)) + body)
+        await writer.drain()
+        assert await closed_within(reader, 5)
+        writer.close()
+        async with await ProtocolClient.connect("127.0.0.1", server.port) as other:
+            assert (await other.request(ApiVersionsRequest(version=3), 3)).error_code == 0
+    closing = [r.getMessage() for r in caplog.records if "closing connection" in r.getMessage()]
+    assert any(
+        "undecodable Produce v7 request" in line and "past the end of its frame" in line
+        for line in closing
+    ), closing
