@@ -168,7 +168,8 @@ async def test_damage_before_valid_data_fails_only_that_partition(
     unavailable = ErrorCode.COORDINATOR_NOT_AVAILABLE
     for group in (GROUP, NEIGHBOUR):
         assert partition_of(group) == DAMAGED_PARTITION
-        assert await fetch(node, group) == (unavailable, {0: -1, 1: -1})
+        # The group's error alone, no partitions, as Kafka answers OffsetFetch v2+.
+        assert await fetch(node, group) == (unavailable, {})
         assert await join_error(node.port, group) == unavailable
         assert await find_coordinator_error(node.port, group) == unavailable
         assert await offset_commit(node.port, group, TOPIC, offsets(1)) == [unavailable] * 2
@@ -204,4 +205,4 @@ async def test_damage_before_valid_data_fails_only_that_partition(
     # The healthy partition's commit made while the other was failed is durable.
     node.start()
     assert await fetch(node, OTHER) == (0, offsets(9000))
-    assert await fetch(node, GROUP) == (unavailable, {0: -1, 1: -1})
+    assert await fetch(node, GROUP) == (unavailable, {})

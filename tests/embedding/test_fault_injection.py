@@ -192,8 +192,16 @@ async def test_coordinator_loading_then_loaded(
     await consumers[0].commit({owned: OffsetAndMetadata(3, "")})
     server.control.coordinator_loading(1000, group_id=group_id)
     started = time.monotonic()
-    # OffsetFetch answers COORDINATOR_LOAD_IN_PROGRESS for a second; the client retries.
-    assert await asyncio.wait_for(consumers[0].committed(owned), 20) == 3
+    # For a second OffsetFetch answers the group's COORDINATOR_LOAD_IN_PROGRESS alone, with no
+    # partitions, as Kafka answers v2+ (OffsetFetchRequest.getErrorResponse). aiokafka reads
+    # only partitions' errors, so it sees no committed offset meanwhile, as it would against
+    # Kafka (sarama and librdkafka have had the same blind spot); then it reads 3 again.
+    assert await asyncio.wait_for(consumers[0].committed(owned), 20) is None
+    committed = None
+    while committed != 3 and time.monotonic() - started < 10:
+        await asyncio.sleep(0.1)
+        committed = await asyncio.wait_for(consumers[0].committed(owned), 20)
+    assert committed == 3
     assert time.monotonic() - started >= 0.8
 
 
