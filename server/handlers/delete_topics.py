@@ -93,24 +93,17 @@ def handle(ctx: RequestContext, request: Any) -> Any:
                 error_message=message,
             )
         )
-    for name in dict.fromkeys(n for n, _ in entries if named[n] > 1):
-        results.append(
-            Result_(
-                name=name,
-                topic_id=_ZERO_UUID,
-                error_code=ErrorCode.INVALID_REQUEST,
-                error_message="Duplicate topic name.",
-            )
+    twice = [(n, _ZERO_UUID, "name") for n in dict.fromkeys(n for n, _ in entries) if named[n] > 1]
+    twice += [(None, i, "id") for i in dict.fromkeys(i for _, i in entries) if by_id[i] > 1]
+    results += [
+        Result_(
+            name=name,
+            topic_id=topic_id,
+            error_code=ErrorCode.INVALID_REQUEST,
+            error_message=f"Duplicate topic {what}.",
         )
-    for topic_id in dict.fromkeys(i for _, i in entries if by_id[i] > 1):
-        results.append(
-            Result_(
-                name=None,
-                topic_id=topic_id,
-                error_code=ErrorCode.INVALID_REQUEST,
-                error_message="Duplicate topic id.",
-            )
-        )
+        for name, topic_id, what in twice
+    ]
     for topic in to_delete:
         broker.delete_topic(topic)
     response = DeleteTopicsResponse(version=version, throttle_time_ms=0, responses=results)

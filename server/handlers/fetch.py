@@ -85,7 +85,9 @@ def handle(ctx: RequestContext, request: Any) -> Any:
                 for t, parts in topics
             ],
         )
-        return EncodedResponse(body, ErrorCode.NONE, tuple(d.error for d in data if d.error))
+        # The partitions' errors ride along only for the errors metric, when it is on.
+        errors = tuple(d.error for d in data if d.error) if broker.metrics is not None else ()
+        return EncodedResponse(body, ErrorCode.NONE, errors)
 
     def build(_: Any) -> Any:
         return respond(read_partitions(broker.data, wanted, max_bytes, unknown)[0])

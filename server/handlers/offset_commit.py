@@ -137,11 +137,13 @@ def _any(ctx: RequestContext, request: Any) -> Any:
     ]
     # Packed by hand (byte-equal to the generated encoder, see its tests): the answer to
     # every commit, built without a message object per partition.
-    response = EncodedResponse(
-        fast_offset_commit.encode_response(version, topics),
-        0,
-        tuple(e for _, _, parts in topics for _, e in parts if e),
+    # The partitions' errors ride along only for the errors metric, when it is on.
+    errors = (
+        tuple(e for _, _, parts in topics for _, e in parts if e)
+        if broker.metrics is not None
+        else ()
     )
+    response = EncodedResponse(fast_offset_commit.encode_response(version, topics), 0, errors)
     if result is None:
         # Every partition refused here: nothing written, nothing to wait for.
         return response

@@ -44,6 +44,13 @@ def _values(bootstrap: str, topic: str) -> list[bytes]:
     return out
 
 
+def _create(admin: AdminClient, topics: dict[str, dict[str, str]]) -> None:
+    """One-partition topics with these configs, created before returning."""
+    futures = admin.create_topics([NewTopic(name, 1, config=cfg) for name, cfg in topics.items()])
+    for future in futures.values():
+        future.result(10)
+
+
 def test_min_compaction_lag_protects_records_segment_ms_makes_them_cleanable() -> None:
     configs = {"log.cleaner.backoff.ms": 50}
     with running(configs) as server:
@@ -57,11 +64,7 @@ def test_min_compaction_lag_protects_records_segment_ms_makes_them_cleanable() -
             "lagged": {**common, "min.compaction.lag.ms": "3600000"},
             "unlagged": common,
         }
-        futures = admin.create_topics(
-            [NewTopic(name, 1, config=cfg) for name, cfg in topics.items()]
-        )
-        for future in futures.values():
-            future.result(10)
+        _create(admin, topics)
         base = int(time.time() * 1000) - 60_000
         for name in topics:
             _produce(server.bootstrap, name, base)
@@ -108,11 +111,7 @@ def test_offline_compaction_keeps_what_min_compaction_lag_protects(tmp_path: Pat
             "lagged": {"cleanup.policy": "compact", "min.compaction.lag.ms": "3600000"},
             "unlagged": {"cleanup.policy": "compact"},
         }
-        futures = admin.create_topics(
-            [NewTopic(name, 1, config=cfg) for name, cfg in topics.items()]
-        )
-        for future in futures.values():
-            future.result(10)
+        _create(admin, topics)
         base = int(time.time() * 1000) - 60_000
         for name in topics:
             _produce(server.bootstrap, name, base)

@@ -271,6 +271,12 @@ def test_ctl_cli_drives_a_running_server(group_id: str) -> None:
         proc.stop()
 
 
+async def scrape_metrics(server: EmbeddedServer) -> str:
+    """The server's Prometheus page, fetched over HTTP as a scraper would."""
+    url = f"http://127.0.0.1:{server.server.metrics_port}/metrics"
+    return await asyncio.to_thread(lambda: urllib.request.urlopen(url, timeout=10).read().decode())
+
+
 async def test_metrics_endpoint_reports_the_group(group_id: str) -> None:
     with running(topics=[(TOPIC, 2)], metrics_port=0) as server:
         consumer = AIOKafkaConsumer(
@@ -283,14 +289,7 @@ async def test_metrics_endpoint_reports_the_group(group_id: str) -> None:
         await consumer.start()
         try:
             await wait_for(lambda: len(consumer.assignment()) == 2, [consumer])
-            port = server.server.metrics_port
-            body = await asyncio.to_thread(
-                lambda: (
-                    urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10)
-                    .read()
-                    .decode()
-                )
-            )
+            body = await scrape_metrics(server)
         finally:
             await consumer.stop()
     assert re.search(r'minicoord_groups\{protocol="classic",state="Stable"\} 1\.0', body), body
@@ -316,14 +315,7 @@ async def test_errors_metric_counts_each_partitions_error(group_id: str) -> None
                 too_large = OffsetAndMetadata(5, "x" * 5000)
                 await asyncio.wait_for(consumer.commit(dict.fromkeys(parts, too_large)), 10)
             await asyncio.wait_for(consumer.commit({parts[0]: OffsetAndMetadata(6, "")}), 10)
-            port = server.server.metrics_port
-            body = await asyncio.to_thread(
-                lambda: (
-                    urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10)
-                    .read()
-                    .decode()
-                )
-            )
+            body = await scrape_metrics(server)
         finally:
             await consumer.stop()
     pattern = r'minicoord_errors_total\{api="OffsetCommit",error="OFFSET_METADATA_TOO_LARGE"\} 2\.0'
