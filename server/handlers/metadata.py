@@ -24,6 +24,7 @@ API_KEY = 3
 TOPIC = authorize.TOPIC
 DESCRIBE = authorize.DESCRIBE
 _DENIED = ErrorCode.TOPIC_AUTHORIZATION_FAILED
+_NO_OPERATIONS = (_DENIED, ErrorCode.UNKNOWN_TOPIC_ID)
 _ZERO_UUID = uuid.UUID(int=0)
 Partition = MetadataResponse.MetadataResponseTopic.MetadataResponsePartition
 
@@ -66,11 +67,13 @@ def _may_create(ctx: RequestContext, name: str) -> bool:
 
 
 def _authorized_operations(ctx: RequestContext, request: Any, topics: list[Any]) -> None:
-    """v8+: each answered topic's operations, when asked (kafka-python takes a set of bits)."""
+    """v8+: each answered topic's operations, when asked (kafka-python takes a set of bits).
+    Kafka sets them on every topic the principal may describe, unknown and invalid names
+    included; not on a topic refused (TOPIC_AUTHORIZATION_FAILED) or an unknown topic id."""
     if ctx.version < 8 or not request.include_topic_authorized_operations:
         return
     for t in topics:
-        if t.error_code == ErrorCode.NONE:
+        if t.error_code not in _NO_OPERATIONS:
             t.authorized_operations = authorize.operation_set(ctx, TOPIC, t.name)
 
 

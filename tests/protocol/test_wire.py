@@ -757,3 +757,32 @@ async def test_metadata_answers_follow_topic_changes(raw_client: ProtocolClient)
     await raw_client.request(DeleteTopicsRequest(topics=[drop], timeout_ms=1000), 6)
     for version in (9, 12):
         assert await partitions(version) == (ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, 0)
+
+
+async def test_metadata_authorized_operations_cover_unknown_and_invalid_names(
+    raw_client: ProtocolClient,
+) -> None:
+    # Kafka sets a topic's authorized operations on every topic the principal may describe,
+    # whatever its error (KafkaApis.handleTopicMetadataRequest); not on an unknown topic id.
+    asked = [
+        MetadataRequest.MetadataRequestTopic(name=TOPIC, topic_id=None),
+        MetadataRequest.MetadataRequestTopic(name="no-such-topic", topic_id=None),
+        MetadataRequest.MetadataRequestTopic(name="bad name!", topic_id=None),
+        MetadataRequest.MetadataRequestTopic(name=None, topic_id=uuid.uuid4()),
+    ]
+    request = MetadataRequest(
+        version=12,
+        topics=asked,
+        allow_auto_topic_creation=False,
+        include_topic_authorized_operations=True,
+    )
+    answer = await raw_client.request(request, 12)
+    got = [(t.error_code, t.authorized_operations) for t in answer.topics]
+    everything = got[0][1]
+    assert got[0][0] == ErrorCode.NONE and everything
+    # (None: the schema's default, Int.MinValue, "not computed")
+    assert got[1:] == [
+        (ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, everything),
+        (ErrorCode.INVALID_TOPIC_EXCEPTION, everything),
+        (ErrorCode.UNKNOWN_TOPIC_ID, None),
+    ]
