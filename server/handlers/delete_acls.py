@@ -29,7 +29,9 @@ def handle(ctx: RequestContext, request: Any) -> Any:
     if broker.authorizer is None:
         return _all(ctx, count, ErrorCode.SECURITY_DISABLED, "No Authorizer is configured.")
     if not authorize.cluster_allowed(ctx, authorize.ALTER):
-        return _all(ctx, count, ErrorCode.CLUSTER_AUTHORIZATION_FAILED, None)
+        return _all(
+            ctx, count, ErrorCode.CLUSTER_AUTHORIZATION_FAILED, authorize.not_authorized(ctx)
+        )
     # Per request filter: the filter, or the reason it is refused.
     slots: list[AclFilter | str] = []
     for f in request.filters:

@@ -25,7 +25,7 @@ Description = Resource.AclDescription
 def handle(ctx: RequestContext, request: Any) -> Any:
     broker = ctx.broker
     if not authorize.cluster_allowed(ctx, authorize.DESCRIBE):
-        return _error(ctx, ErrorCode.CLUSTER_AUTHORIZATION_FAILED, None)
+        return _error(ctx, ErrorCode.CLUSTER_AUTHORIZATION_FAILED, authorize.not_authorized(ctx))
     if broker.authorizer is None:
         return _error(ctx, ErrorCode.SECURITY_DISABLED, "No Authorizer is configured on the broker")
     flt = filter_from_wire(request, ctx.version)

@@ -140,7 +140,8 @@ class Acl:
         if self.permission not in (Permission.ALLOW, Permission.DENY):
             raise InvalidAcl(f"Invalid permissionType {self.permission.name}")
         if not self.name:
-            raise InvalidAcl("Resource name should not be empty")
+            # The broker's check (AclApis), made before the controller's own.
+            raise InvalidAcl("Invalid empty resource name")
         if self.resource_type is ResourceType.CLUSTER and self.name != CLUSTER_NAME:
             raise InvalidAcl(f"The only valid name for the CLUSTER resource is {CLUSTER_NAME}")
         kind, colon, who = self.principal.partition(":")

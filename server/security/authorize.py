@@ -61,6 +61,12 @@ def cluster_allowed(ctx: RequestContext, op: Operation) -> bool:
     return allowed(ctx, op, CLUSTER, CLUSTER_NAME)
 
 
+def not_authorized(ctx: RequestContext) -> str:
+    """The message of a cluster check's refusal, after Kafka's AuthHelper
+    (`Request ... is not authorized.`, naming the request where Kafka prints its channel)."""
+    return f"Request {ctx.spec.name} from {ctx.channel.principal} is not authorized."
+
+
 def group_denied(ctx: RequestContext, group_id: str, op: Operation = READ) -> bool:
     """Whether the group check fails (GROUP_AUTHORIZATION_FAILED)."""
     store = ctx.broker.authorizer

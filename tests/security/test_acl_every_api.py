@@ -57,6 +57,11 @@ EXPECTED: dict[int, ErrorCode | None] = {
     30: CLUSTER_DENIED,
     29: CLUSTER_DENIED,
     31: CLUSTER_DENIED,
+    50: CLUSTER_DENIED,  # SCRAM credentials: Describe on the cluster
+    51: CLUSTER_DENIED,  # ... and Alter to change them
+    # The SASL APIs are not authorized; on this PLAINTEXT listener they answer as without ACLs.
+    17: ErrorCode.ILLEGAL_SASL_STATE,
+    36: ErrorCode.ILLEGAL_SASL_STATE,
 }
 
 
@@ -74,6 +79,11 @@ _REGISTRY = WIRE.HandlerRegistry.default()
 CASES = [(key, _REGISTRY.get(key).max_version) for key in EXPECTED] + [
     (key, _REGISTRY.get(key).min_version) for key in (3, 8, 9, 15, 1, 0)
 ]
+
+
+def test_every_served_api_has_its_refusal_written_down() -> None:
+    # A handler added without an authorization check must not go unnoticed here.
+    assert {h.spec.key for h in _REGISTRY} == set(EXPECTED)
 
 
 def error_codes(obj: Any) -> set[int]:

@@ -4,7 +4,9 @@ and keys, never the password."""
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
+from typing import Any
 
 import pytest
 from minicoord.server.security.certs import CertFiles
@@ -94,3 +96,60 @@ def test_scram_users_from_the_admin_api_survive_a_restart(tmp_path: Path, certs:
         assert not _can_read_metadata(
             conf | {"sasl.username": "dave", "sasl.mechanism": "SCRAM-SHA-256"}
         )
+
+
+def test_scram_credentials_need_the_cluster_with_acls_on() -> None:
+    # Kafka's KafkaApis: DescribeUserScramCredentials needs Describe on the cluster and
+    # AlterUserScramCredentials Alter; without them nobody may read or set another's password.
+    from confluent_kafka import KafkaError, KafkaException
+    from confluent_kafka.admin import (
+        ScramCredentialInfo,
+        ScramMechanism,
+        UserScramCredentialUpsertion,
+    )
+
+    upsert = UserScramCredentialUpsertion(
+        "admin", ScramCredentialInfo(ScramMechanism.SCRAM_SHA_256, 8192), b"taken-over"
+    )
+    with running(users={"admin": "admin-pw"}, super_users=["User:admin"]) as server:
+        admin = _admin(server.bootstrap)  # ANONYMOUS, no ACL
+        with pytest.raises(KafkaException) as refused:
+            admin.alter_user_scram_credentials([upsert])["admin"].result(10)
+        assert refused.value.args[0].code() == KafkaError.CLUSTER_AUTHORIZATION_FAILED
+        # Read raw: librdkafka frees a stack copy of a refused describe's message (a crash
+        # against Kafka as well).
+        assert _describe_raw(server.port, ["admin"]) == (31, [("", 31, [])])
+        assert _describe_raw(server.port, None) == (31, [])
+    allowed = ["allow User:ANONYMOUS Alter cluster", "allow User:ANONYMOUS Describe cluster"]
+    with running(users={"admin": "admin-pw"}, acls=allowed) as server:
+        admin = _admin(server.bootstrap)
+        admin.alter_user_scram_credentials([upsert])["admin"].result(10)
+        # SHA-256 changed (8192 iterations), SHA-512 as `users` made it.
+        infos = [(1, 8192), (2, 4096)]
+        assert _describe_raw(server.port, ["admin"]) == (0, [("admin", 0, infos)])
+
+
+def _describe_raw(port: int, users: list[str] | None) -> tuple[int, list[object]]:
+    from kafka.protocol.admin import DescribeUserScramCredentialsRequest
+    from minicoord.clients.connection import ProtocolClient
+
+    named = (
+        None
+        if users is None
+        else [DescribeUserScramCredentialsRequest.UserName(name=u) for u in users]
+    )
+
+    async def ask() -> object:
+        client = await ProtocolClient.connect("127.0.0.1", port, "scram-test")
+        try:
+            request = DescribeUserScramCredentialsRequest(version=0, users=named)
+            return await asyncio.wait_for(client.request(request, 0), 10)
+        finally:
+            await client.close()
+
+    answer: Any = asyncio.run(ask())
+    results = [
+        (r.user, r.error_code, [(c.mechanism, c.iterations) for c in r.credential_infos])
+        for r in answer.results
+    ]
+    return answer.error_code, results
