@@ -342,11 +342,29 @@ class PartitionLog:
         """Whole batches from the one holding `offset`, up to `max_bytes`, below the high
         watermark, from one segment (as Kafka reads). With `min_one` the first batch is
         returned even when it alone is larger than `max_bytes` (KIP-74), so a consumer can
-        always make progress."""
+        always make progress. An offset no batch of its segment reaches (compaction dropped
+        the segment's last records) is read from the next segment on, as Kafka's LocalLog
+        does: the first batch after a gap holds the next offset there is."""
         if offset >= self.high_watermark or offset < self.log_start_offset:
             return b""
         with self.lock:
             segment = self.segments[max(bisect_right(self._bases, offset) - 1, 0)]
+        while True:
+            found = self._read_in(segment, offset, max_bytes, min_one)
+            if found is not None:
+                return found
+            if segment is self._hw_segment:
+                return b""
+            with self.lock:
+                i = bisect_right(self._bases, segment.base_offset)
+                if i >= len(self.segments):
+                    return b""
+                segment = self.segments[i]
+
+    def _read_in(
+        self, segment: Segment, offset: int, max_bytes: int, min_one: bool
+    ) -> bytes | None:
+        """`read` within one segment; None when no batch of it reaches `offset`."""
         end = self._hw_position if segment is self._hw_segment else segment.size
         pos = segment.index_lookup(offset)
         window = max_bytes + INDEX_INTERVAL_BYTES + HEADER_SIZE
@@ -354,7 +372,7 @@ class PartitionLog:
         # Walk batch headers from the index entry to the batch that holds `offset`.
         while True:
             if pos + _LOCATE.size > end:
-                return b""
+                return None
             if pos - chunk_at + _LOCATE.size > len(chunk):
                 chunk_at, chunk = pos, segment.read(pos, min(end - pos, window))
             base, length, last_delta = _LOCATE.unpack_from(chunk, pos - chunk_at)

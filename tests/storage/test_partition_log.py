@@ -15,7 +15,13 @@ from minicoord.protocol.records import (
     offset_commit_key,
     offset_commit_value,
 )
-from minicoord.storage.batch import CorruptBatch, StoredRecord, check_batch, encode_batch
+from minicoord.storage.batch import (
+    CorruptBatch,
+    StoredRecord,
+    check_batch,
+    decode_batch,
+    encode_batch,
+)
 from minicoord.storage.cleaner import clean
 from minicoord.storage.partition_log import (
     CLEANED,
@@ -399,3 +405,27 @@ def test_max_compaction_lag_makes_a_cleaning_due_whatever_the_dirty_ratio(tmp_pa
     assert plog.compaction_overdue(cleanable, 10_000, max_lag_ms=8_000)
     assert not plog.compaction_overdue(cleanable, 10_000, max_lag_ms=9_000)
     assert not plog.compaction_overdue([], 10_000, max_lag_ms=0)
+
+
+def test_a_read_in_a_gap_compaction_left_at_a_segment_end_goes_on_to_the_next(
+    tmp_path: Path,
+) -> None:
+    # The cleaner drops an expired tombstone at the end of a closed segment: its offset is in
+    # no segment any more. A fetch there must get the next batch (Kafka's LocalLog.read goes
+    # on to the next segment), or a consumer at that offset waits forever.
+    plog = open_log(tmp_path)
+    plog.segment_ms = 100
+    append(plog, [commit("g", 0, 0)], timestamp=1_000)  # offset 0
+    append(plog, [tombstone("g", 1)], timestamp=1_001)  # offset 1
+    append(plog, [commit("g", 2, 2)], timestamp=1_200)  # offset 2, a new segment
+    assert [s.base_offset for s in plog.segments] == [0, 2]
+    clean(plog, now_ms=100_000, delete_retention_ms=1_000)
+    assert [r.offset for r in plog.records()] == [0, 2]
+
+    def offsets(data: bytes) -> list[int]:
+        return [r.offset for r in decode_batch(data)]
+
+    assert offsets(plog.read(0, 1 << 20)) == [0]  # one segment per read, as Kafka's
+    assert offsets(plog.read(1, 1 << 20)) == [2]
+    assert offsets(plog.read(2, 1 << 20)) == [2]
+    assert plog.read(3, 1 << 20) == b""  # the high watermark
