@@ -462,7 +462,8 @@ class PartitionLog:
         return self._drop_segments(lambda s: s.next_offset <= offset)
 
     def apply_retention(self, now: int, retention_ms: int, retention_bytes: int) -> list[Segment]:
-        """Delete segments past `retention.ms` (by their newest timestamp) or beyond
+        """Delete segments past `retention.ms` (by their newest timestamp, else their age:
+        Segment.largest_timestamp) or beyond
         `retention.bytes` (oldest first); -1 turns either off. The log start moves with them.
 
         As in Kafka, the active segment goes too once all of it is expired (the log rolls a
@@ -475,7 +476,7 @@ class PartitionLog:
             if retention_bytes >= 0 and excess >= segment.size:
                 excess -= segment.size
                 return True
-            return retention_ms >= 0 and 0 <= segment.max_timestamp < now - retention_ms
+            return retention_ms >= 0 and segment.largest_timestamp() < now - retention_ms
 
         dropped = self._drop_segments(expired)
         if dropped:

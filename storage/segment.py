@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import errno
 import os
+import time
 from array import array
 from bisect import bisect_right
 from collections.abc import Callable, Iterator
@@ -84,6 +85,15 @@ class Segment:
             self.max_timestamp_offset = base_offset
         self.next_offset = next_offset
         self.size = position + size
+
+    def largest_timestamp(self) -> int:
+        """What retention.ms compares: the newest record timestamp, or, in a segment whose
+        records carry none (-1, from a producer that sets no timestamp), when it was last
+        written, as Kafka's LogSegment.largestTimestamp falls back to the file's mtime."""
+        return self.max_timestamp if self.max_timestamp >= 0 else self.last_modified()
+
+    def last_modified(self) -> int:
+        raise NotImplementedError
 
     def index_lookup(self, offset: int) -> int:
         """A position at or before the batch holding `offset` (a batch boundary)."""
@@ -189,15 +199,20 @@ class Chunks:
 
 
 class MemorySegment(Segment):
-    __slots__ = ("_chunks",)
+    __slots__ = ("_chunks", "_modified")
 
     def __init__(self, base_offset: int, data: bytes = b"") -> None:
         super().__init__(base_offset)
         self._chunks = Chunks()
         self._chunks.append(data)
+        self._modified = time.time()
 
     def append(self, data: bytes | bytearray) -> None:
         self._chunks.append(data)
+        self._modified = time.time()
+
+    def last_modified(self) -> int:
+        return int(self._modified * 1000)
 
     def read(self, position: int, size: int) -> bytes:
         return self._chunks.read(position, size)
@@ -238,6 +253,12 @@ class FileSegment(Segment):
 
     def append(self, data: bytes | bytearray) -> None:
         self._tail.append(data)
+
+    def last_modified(self) -> int:
+        try:
+            return int(os.stat(self.path).st_mtime * 1000)
+        except FileNotFoundError:
+            return 0
 
     def write_out(self) -> bool:
         tail = self._tail
