@@ -31,6 +31,9 @@ FETCH_MAX_BYTES = 57_671_680
 # consumer never pins a parked reply for minutes.
 MAX_WAIT_CAP_MS = 30_000
 READ_COMMITTED = 1
+# Kafka's FetchMetadata.isFull: the initial epoch (open a session; here none is) and the final
+# one (no session).
+FULL_FETCH_EPOCHS = (0, -1)
 
 
 def handle(ctx: RequestContext, request: Any) -> Any:
@@ -38,8 +41,10 @@ def handle(ctx: RequestContext, request: Any) -> Any:
     broker = ctx.broker
     registry = broker.topics
     by_id = version >= 13
-    if version >= 7 and request.session_id != 0:
-        # No session was ever created here: the client starts over with a full fetch.
+    if version >= 7 and request.session_epoch not in FULL_FETCH_EPOCHS:
+        # An incremental fetch names a session, and none was ever created here: the client
+        # starts over with a full fetch. (A full fetch naming a session closes it in Kafka,
+        # whatever the id: here there is nothing to close.)
         error = ErrorCode.FETCH_SESSION_ID_NOT_FOUND
         return EncodedResponse(fast_fetch.encode_response(version, error, 0, []), error)
     replica_id = request.replica_id if version <= 14 else _state_replica(request)

@@ -786,3 +786,28 @@ async def test_metadata_authorized_operations_cover_unknown_and_invalid_names(
         (ErrorCode.INVALID_TOPIC_EXCEPTION, everything),
         (ErrorCode.UNKNOWN_TOPIC_ID, None),
     ]
+
+
+@pytest.mark.parametrize(
+    ("session_id", "epoch", "expected"),
+    [
+        (0, -1, ErrorCode.NONE),  # sessionless, what the Python clients send
+        (0, 0, ErrorCode.NONE),  # full, asking for a session (none is made here)
+        (123, -1, ErrorCode.NONE),  # full, closing session 123 (Java's close): no error
+        (123, 0, ErrorCode.NONE),  # full: a named session is closed, a new one may start
+        (123, 5, ErrorCode.FETCH_SESSION_ID_NOT_FOUND),  # incremental on an unknown session
+        (0, 5, ErrorCode.FETCH_SESSION_ID_NOT_FOUND),  # incremental on session 0: none
+    ],
+)
+async def test_fetch_sessions_are_decided_by_the_epoch_as_kafka(
+    inproc_server: Server, raw_client: ProtocolClient, session_id: int, epoch: int, expected: int
+) -> None:
+    # Kafka's FetchSession.newContext: epoch 0 or -1 is a full fetch whatever the session id
+    # (FetchMetadata.isFull); any other epoch needs the session, and none exists here.
+    topic_id = inproc_server.broker.topics.get(TOPIC).topic_id
+    request, _ = _sample(1, 12, topic_id)
+    request.session_id, request.session_epoch = session_id, epoch
+    answer = await asyncio.wait_for(raw_client.request(request, 12), 5)
+    assert (answer.error_code, answer.session_id) == (expected, 0)
+    served = [p.error_code for t in answer.responses for p in t.partitions]
+    assert served == ([] if expected else [ErrorCode.NONE])
