@@ -53,7 +53,7 @@ def handle(ctx: RequestContext, request: Any) -> Any:
     # With ACLs (as Kafka): Read on each topic; the others' partitions are refused.
     checked = broker.authorizer is not None and replica_id < 0
     refused_parts: set[int] | None = None
-    for t in request.topics:
+    for t, asked in _deduplicated(request.topics, by_id):
         topic = registry.by_id(t.topic_id) if by_id else registry.get(t.topic)
         parts = [
             FetchPartition(
@@ -63,7 +63,7 @@ def handle(ctx: RequestContext, request: Any) -> Any:
                 max(p.partition_max_bytes, 0),
                 p.current_leader_epoch if version >= 9 else -1,
             )
-            for p in t.partitions
+            for p in asked
         ]
         topics.append((t, parts))
         if checked:
@@ -113,6 +113,31 @@ def handle(ctx: RequestContext, request: Any) -> Any:
     broker.data.fetch_waits.park(parked, logs, request.min_bytes, broker.now() + wait_ms)
     broker.rearm()
     return parked
+
+
+def _deduplicated(topics: Any, by_id: bool) -> list[tuple[Any, list[Any]]]:
+    """Each topic entry with its partitions; a partition named twice is asked once, in its
+    first place with its last fetch position, as Kafka's FetchRequest.fetchData (a map by
+    partition, in insertion order) reads the request. The usual request pays one count."""
+    keys = [t.topic_id if by_id else t.topic for t in topics]
+    if len(set(keys)) == len(keys) and all(
+        len({p.partition for p in t.partitions}) == len(t.partitions) for t in topics
+    ):
+        return [(t, t.partitions) for t in topics]
+    slots: dict[tuple[Any, int], tuple[list[Any], int]] = {}
+    out = []
+    for key, t in zip(keys, topics, strict=True):
+        kept: list[Any] = []
+        for p in t.partitions:
+            slot = slots.get((key, p.partition))
+            if slot is None:
+                slots[key, p.partition] = (kept, len(kept))
+                kept.append(p)
+            else:
+                slot[0][slot[1]] = p
+        if kept:
+            out.append((t, kept))
+    return out
 
 
 def _with_refusals(

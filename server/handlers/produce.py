@@ -81,16 +81,26 @@ def handle(ctx: RequestContext, request: Any) -> Any:
         refuse = AppendOutcome(ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
     if refuse is not None:
         refused(ctx, refuse.error, refuse.message)
+    # A partition named twice is appended and answered once, with its last data, as Kafka's
+    # handleProduceRequest keeps one entry per partition (and answers one per topic).
+    latest = _last_occurrences(request.topic_data, by_id)
     results: list[tuple[Any, list[tuple[int, AppendOutcome]]]] = []
+    answered: dict[Any, list[tuple[int, AppendOutcome]]] = {}
     failed = False
     for t in request.topic_data:
+        key = t.topic_id if by_id else t.name
+        partitions = answered.get(key)
+        if partitions is None:
+            partitions = answered[key] = []
+            results.append((t, partitions))
         topic = registry.by_id(t.topic_id) if by_id else registry.get(t.name)
         denied = False
         if checked:
             name = topic.name if topic is not None else (None if by_id else t.name)
             denied = name is not None and not authorize.allowed(ctx, authorize.WRITE, TOPIC, name)
-        partitions = []
         for p in t.partition_data:
+            if latest is not None and latest[key, p.index] is not p:
+                continue
             if denied:
                 outcome = AppendOutcome(ErrorCode.TOPIC_AUTHORIZATION_FAILED)
             elif topic is None:
@@ -106,7 +116,6 @@ def handle(ctx: RequestContext, request: Any) -> Any:
                 outcome = broker.data.append(topic, p.index, p.records, now, version, ctx.client_id)
             failed = failed or outcome.error is not ErrorCode.NONE
             partitions.append((p.index, outcome))
-        results.append((t, partitions))
 
     if acks == 0:
         broker.apply(Result(None, [], []))  # the accepted batches still get written
@@ -135,6 +144,21 @@ def handle(ctx: RequestContext, request: Any) -> Any:
     parked = ctx.park(build)
     broker.apply(Result(None, [], []), parked)
     return parked
+
+
+def _last_occurrences(topic_data: Any, by_id: bool) -> dict[tuple[Any, int], Any] | None:
+    """Each partition's last entry, or None when no partition (or topic) is named twice: the
+    usual request pays one count."""
+    names = [t.topic_id if by_id else t.name for t in topic_data]
+    if len(set(names)) == len(names) and all(
+        len({p.index for p in t.partition_data}) == len(t.partition_data) for t in topic_data
+    ):
+        return None
+    return {
+        (key, p.index): p
+        for key, t in zip(names, topic_data, strict=True)
+        for p in t.partition_data
+    }
 
 
 def _partition(index: int, o: AppendOutcome) -> Any:

@@ -1,5 +1,6 @@
-"""A topic or partition named twice in one admin request, answered as Kafka answers it: once,
-INVALID_REQUEST, leaving that topic alone and the rest of the request unharmed."""
+"""A topic or partition named twice in one request, answered as Kafka answers it: in admin
+requests once, INVALID_REQUEST, leaving that topic alone and the rest of the request unharmed;
+in Produce and Fetch once, with the last data given for it."""
 
 from __future__ import annotations
 
@@ -8,7 +9,9 @@ from typing import Any
 import pytest
 from kafka import KafkaAdminClient
 from kafka.protocol.admin import CreatePartitionsRequest, CreateTopicsRequest, DeleteTopicsRequest
-from kafka.protocol.consumer import ListOffsetsRequest
+from kafka.protocol.consumer import FetchRequest, ListOffsetsRequest
+from kafka.protocol.producer import ProduceRequest
+from kafka.record.default_records import DefaultRecordBatchBuilder
 from minicoord.clients.connection import ProtocolClient
 from minicoord.protocol.errors import ErrorCode
 from minicoord.testing.embedded import running
@@ -113,3 +116,106 @@ async def test_raw_delete_topics_and_list_offsets_naming_one_twice() -> None:
                 ("a", ErrorCode.INVALID_REQUEST),
                 ("nosuch", ErrorCode.UNKNOWN_TOPIC_OR_PARTITION),
             ]
+
+
+def _batch(value: bytes) -> bytes:
+    builder = DefaultRecordBatchBuilder(
+        magic=2,
+        compression_type=0,
+        is_transactional=False,
+        producer_id=-1,
+        producer_epoch=-1,
+        base_sequence=-1,
+        batch_size=1 << 20,
+    )
+    builder.append(0, timestamp=None, key=None, value=value, headers=[])
+    return bytes(builder.build())
+
+
+@pytest.mark.asyncio
+async def test_raw_produce_and_fetch_naming_a_partition_twice() -> None:
+    # Kafka's handleProduceRequest keeps one entry per partition (the last), and
+    # FetchRequest.fetchData one fetch position per partition (the last, in its first place).
+    with running(topics=[("d", 2)]) as server:
+        host, port = server.bootstrap.rsplit(":", 1)
+        async with await ProtocolClient.connect(host, int(port)) as client:
+            data = ProduceRequest.TopicProduceData
+            part = data.PartitionProduceData
+            produced = await client.request(
+                ProduceRequest(
+                    version=9,
+                    transactional_id=None,
+                    acks=-1,
+                    timeout_ms=5000,
+                    topic_data=[
+                        data(
+                            name="d",
+                            partition_data=[
+                                part(index=0, records=_batch(b"first")),
+                                part(index=0, records=_batch(b"second")),
+                                part(index=1, records=_batch(b"other")),
+                            ],
+                        ),
+                        data(name="d", partition_data=[part(index=0, records=_batch(b"third"))]),
+                    ],
+                ),
+                9,
+            )
+            answers = [
+                (t.name, p.index, p.error_code, p.base_offset)
+                for t in produced.responses
+                for p in t.partition_responses
+            ]
+            assert answers == [("d", 1, 0, 0), ("d", 0, 0, 0)]
+            for value in (b"a", b"b"):  # offsets 1 and 2 of partition 0
+                await client.request(
+                    ProduceRequest(
+                        version=9,
+                        transactional_id=None,
+                        acks=-1,
+                        timeout_ms=5000,
+                        topic_data=[
+                            data(name="d", partition_data=[part(index=0, records=_batch(value))])
+                        ],
+                    ),
+                    9,
+                )
+
+            def at(partition: int, offset: int) -> Any:
+                return FetchRequest.FetchTopic.FetchPartition(
+                    partition=partition,
+                    current_leader_epoch=-1,
+                    fetch_offset=offset,
+                    last_fetched_epoch=-1,
+                    log_start_offset=-1,
+                    partition_max_bytes=1 << 20,
+                )
+
+            def topic(*partitions: Any) -> Any:
+                return FetchRequest.FetchTopic(
+                    topic="d", topic_id=None, partitions=list(partitions)
+                )
+
+            fetched = await client.request(
+                FetchRequest(
+                    version=12,
+                    replica_id=-1,
+                    max_wait_ms=0,
+                    min_bytes=0,
+                    max_bytes=1 << 20,
+                    isolation_level=0,
+                    session_id=0,
+                    session_epoch=-1,
+                    topics=[topic(at(0, 0), at(1, 0), at(0, 2)), topic(at(0, 1))],
+                    forgotten_topics_data=[],
+                    rack_id="",
+                ),
+                12,
+            )
+        firsts = []
+        for t in fetched.responses:
+            for p in t.partitions:
+                batches = p.records
+                # Each answer's first offset: the batch header's base offset.
+                firsts.append((p.partition_index, int.from_bytes(batches[:8], "big")))
+        assert firsts == [(0, 1), (1, 0)]
