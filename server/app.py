@@ -164,7 +164,10 @@ class Server:
             from minicoord.server.security.tls import server_context
 
             ssl_context = server_context(self.config, listener)
-        advertised = listener.advertised or broker.advertised
+        # A listener left out of advertised.listeners advertises the address its clients
+        # connected to, never another listener's (which may speak another protocol). Kafka
+        # lists no broker for such a listener at all, which leaves its clients nowhere to go.
+        advertised = listener.advertised
         make: Callable[[], KafkaConnection]
         if listener.sasl:
             from minicoord.server.security.connections import SaslConnection

@@ -131,12 +131,12 @@ def build_parser() -> argparse.ArgumentParser:
         "--data-dir",
         default="./minicoord-data",
         metavar="DIR",
-        help="where the offsets log lives (./minicoord-data)",
+        help="where topics, __consumer_offsets and the cluster metadata live (./minicoord-data)",
     )
     store.add_argument(
         "--in-memory",
         action="store_true",
-        help="keep commits and groups in memory only: nothing survives a restart",
+        help="keep messages, commits, groups and topics in memory only: nothing survives a restart",
     )
     s.add_argument(
         "--metrics-port",

@@ -93,7 +93,6 @@ class Broker:
         self.connections: set[KafkaConnection] = set()
         # Made by the first Controller (faults.py), the only way to add a rule.
         self.faults: Faults | None = None
-        self.advertised = config.advertised_address()
         self.users: UserStore | None = None
         # Set by the server when metrics are on; the connection feeds it per request.
         self.metrics: Metrics | None = None

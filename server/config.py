@@ -185,15 +185,6 @@ class Config:
         config.validate()
         return config
 
-    def advertised_address(self) -> tuple[str, int] | None:
-        """The first advertised listener's host and port, if configured."""
-        if not self.advertised_listeners:
-            return None
-        from minicoord.server.security.listeners import parse_endpoints
-
-        first = parse_endpoints(self.advertised_listeners, "advertised.listeners")[0]
-        return first.host, first.port
-
     def validate(self) -> None:
         if self.group_min_session_timeout_ms > self.group_max_session_timeout_ms:
             raise ConfigError("group.min.session.timeout.ms exceeds group.max.session.timeout.ms")

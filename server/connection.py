@@ -117,7 +117,7 @@ class KafkaConnection(asyncio.Protocol):
         self.principal = ANONYMOUS
         # The address Metadata and FindCoordinator name: its listener's advertised one, else
         # (from connection_made) the address the client connected to.
-        self.advertised: tuple[str, int] | None = broker.advertised
+        self.advertised: tuple[str, int] | None = None
         self._client_id: str | None = None
         self._observe: Callable[[Any], None] | None = None
         # Back-pressure: reading stops while too many answers are pending or while the

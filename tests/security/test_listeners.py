@@ -35,6 +35,27 @@ def test_each_listener_advertises_its_own_address() -> None:
         internal.close()
 
 
+def test_a_listener_left_out_of_advertised_listeners_advertises_its_own_address() -> None:
+    # Only INTERNAL is advertised: a client on EXTERNAL must not be sent to INTERNAL's address
+    # (it could speak another protocol there); it gets the address it connected to.
+    settings = {
+        "listener.security.protocol.map": "INTERNAL:PLAINTEXT,EXTERNAL:PLAINTEXT",
+        "advertised.listeners": "INTERNAL://internal.test:19092",
+    }
+    with running(settings, listeners="INTERNAL://127.0.0.1:0,EXTERNAL://127.0.0.1:0") as server:
+        external = Raw(server.address_of("EXTERNAL"))
+        broker = external.metadata().brokers[0]
+        external.send(FindCoordinatorRequest(version=1, key="g", key_type=0), 1)
+        found = external.answer(FindCoordinatorResponse, 1)
+        external.close()
+        host, port = server.address_of("EXTERNAL").rsplit(":", 1)
+        assert (broker.host, broker.port) == (found.host, found.port) == (host, int(port))
+        internal = Raw(server.address_of("INTERNAL"))
+        broker = internal.metadata().brokers[0]
+        internal.close()
+        assert (broker.host, broker.port) == ("internal.test", 19092)
+
+
 def test_an_empty_advertised_host_or_port_is_the_address_connected_to() -> None:
     # Kafka fills these from its host name and bound port (ListenerInfo's
     # withWildcardHostnamesResolved, withEphemeralPortsCorrected): the address a client reached
