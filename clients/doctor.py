@@ -87,6 +87,8 @@ def split_address(address: str) -> tuple[str, int]:
     host, sep, port = address.rpartition(":")
     if not sep or not port.isdigit():
         raise ValueError(f"{address!r}: expected HOST:PORT")
+    if not 1 <= int(port) <= 65535:
+        raise ValueError(f"{address!r}: the port is not one a server can listen on (1-65535)")
     return host.strip("[]") or "127.0.0.1", int(port)
 
 

@@ -45,6 +45,17 @@ def _port(text: str) -> int:
     return port
 
 
+def _seconds(text: str) -> float:
+    """A positive, finite duration (a timeout of 0 would fail every request)."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds") from None
+    if not 0 < value < float("inf"):
+        raise argparse.ArgumentTypeError(f"{text} is not a positive number of seconds")
+    return value
+
+
 def _user(text: str) -> tuple[str, str]:
     name, sep, password = text.partition(":")
     if not sep or not name or not password:
@@ -237,7 +248,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     doctor.add_argument("--json", action="store_true", help="print the findings as JSON")
     doctor.add_argument(
-        "--timeout", type=float, default=10.0, metavar="SECONDS", help="per request (10)"
+        "--timeout", type=_seconds, default=10.0, metavar="SECONDS", help="per request (10)"
     )
 
     logcmd = sub.add_parser("log", help="inspect or maintain a data directory (server stopped)")

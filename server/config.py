@@ -219,6 +219,13 @@ class Config:
             raise ConfigError("log.retention.check.interval.ms must be at least 1")
         self._validate_consumer_groups()
         self._validate_topic_defaults()
+        for user in self.super_user_set:
+            # StandardAuthorizer parses each with SecurityUtils.parseKafkaPrincipal.
+            if ":" not in user:
+                raise ConfigError(
+                    f"super.users: {user!r} is not a principal: expected a string in format "
+                    "principalType:principalName (User:admin)"
+                )
         if self.authorizer_class_name.strip() not in AUTHORIZERS:
             raise ConfigError(
                 "authorizer.class.name is empty (no ACLs) or one of "

@@ -36,6 +36,7 @@ def test_kafka_names_map_to_fields() -> None:
         {"offsets.topic.num.partitions": "0"},
         {"group.initial.rebalance.delay.ms": "-1"},
         {"unknown.thing": "1"},
+        {"super.users": "User:ops;admin"},  # a principal needs its type, as Kafka parses it
     ],
 )
 def test_invalid_configs_are_rejected(pairs: dict[str, str]) -> None:

@@ -144,6 +144,12 @@ def validate_listeners(config: Config) -> None:
                 "with the key and certificate chain) or ssl.keystore.certificate.chain and "
                 "ssl.keystore.key"
             )
+        if lst.tls and setting(config, lst, "ssl.keystore.password"):
+            # Kafka's DefaultSslEngineFactory refuses it for PEM: the key has its own password.
+            raise ConfigError(
+                f"listener {lst.name}: SSL key store password cannot be specified with PEM "
+                "format, only key password (ssl.key.password) may be specified"
+            )
         auth = setting(config, lst, "ssl.client.auth").lower()
         if auth not in ("none", "requested", "required"):
             raise ConfigError("ssl.client.auth is one of none, requested, required")

@@ -219,6 +219,27 @@ def test_doctor_refuses_a_malformed_setting(capsys: pytest.CaptureFixture[str]) 
     assert capsys.readouterr().err == "minicoord: -X 'group.protocol': expected KEY=VALUE\n"
 
 
+@pytest.mark.parametrize("address", ["127.0.0.1:70000", "127.0.0.1:0", "127.0.0.1:abc"])
+def test_doctor_refuses_an_address_no_server_can_have(
+    capsys: pytest.CaptureFixture[str], address: str
+) -> None:
+    capsys.readouterr()
+    assert main(["doctor", address]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"minicoord: '{address}': ") and err.count("\n") == 1
+
+
+@pytest.mark.parametrize("timeout", ["0", "-1", "nan", "inf", "soon"])
+def test_doctor_refuses_a_timeout_no_answer_could_meet(
+    capsys: pytest.CaptureFixture[str], timeout: str
+) -> None:
+    capsys.readouterr()
+    with pytest.raises(SystemExit) as exited:
+        main(["doctor", "127.0.0.1:9", "--timeout", timeout])
+    assert exited.value.code == 2
+    assert "argument --timeout" in capsys.readouterr().err
+
+
 def test_a_sasl_protocol_without_a_mechanism_is_judged_by_the_clients_default() -> None:
     from minicoord.clients.doctor_checks import Advertised, check_settings
 

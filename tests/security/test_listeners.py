@@ -99,6 +99,14 @@ def test_host_and_port_still_make_the_one_plaintext_listener() -> None:
             "not in listeners",
         ),
         ({"ssl.client.auth": "maybe", "listeners": "PLAINTEXT://:1"}, "ssl.client.auth"),
+        (
+            {
+                "listeners": "SSL://127.0.0.1:1",
+                "ssl.keystore.location": "server.pem",
+                "ssl.keystore.password": "pw",
+            },
+            "key store password cannot be specified with PEM",
+        ),
         # Kafka refuses these at start too (KafkaConfig): a name no listener has, even the
         # one advertised name beside the default PLAINTEXT listener, and the meta-address.
         ({"advertised.listeners": "SSL://h:1"}, r"names SSL, not in listeners \(PLAINTEXT\)"),
