@@ -8,6 +8,7 @@ pyspark is imported only when a benchmark runs, so `minicoord serve` never loads
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import time
 from collections.abc import Sequence
@@ -428,6 +429,61 @@ def check_options(
         parser.error("--server-assignor is for --group-protocol consumer")
 
 
+# Options that count something (at least 1) and that time something (more than 0), checked
+# before anything starts: a zero would divide by zero, plan nothing, or wait forever.
+COUNTS = (
+    "groups",
+    "members",
+    "join_members",
+    "group_size",
+    "rounds",
+    "records",
+    "members_per_connection",
+    "tasks",
+    "compare_rounds",
+    "compare_pid",
+    "partitions",
+    "heartbeat_interval_ms",
+    "session_timeout_ms",
+    "rebalance_timeout_ms",
+)
+DURATIONS = ("duration_s", "hold_s", "lifetime_ms", "timeout_s")
+# These may be 0: no pause, no spread, no wait for executors, empty record values.
+NOT_NEGATIVE = ("pause_ms", "start_spread_ms", "slots_timeout_s", "record_bytes")
+
+
+def check_values(parser: argparse.ArgumentParser, o: dict[str, Any]) -> None:
+    """Numbers and addresses that cannot work, refused with parser.error before anything
+    starts (`o`: the options with defaults)."""
+    from minicoord.bench.arg_checks import address_arg, require_at_least, require_positive
+
+    require_at_least(parser, o, COUNTS, 1)
+    require_positive(parser, o, DURATIONS)
+    require_at_least(parser, o, NOT_NEGATIVE, 0)
+    address_arg(parser, "--bootstrap", o["bootstrap"])
+    address_arg(parser, "--compare-bootstrap", o["compare_bootstrap"])
+    if o["compare_pid"] is not None and not os.path.exists(f"/proc/{o['compare_pid']}/stat"):
+        parser.error(f"--compare-pid {o['compare_pid']}: no such process on this host")
+    if not o["bootstrap"] and o["server_config"]:
+        # The server the bench would start refuses these at once, but only once Spark is up.
+        from minicoord.server.config import Config, ConfigError
+
+        try:
+            Config.from_pairs(list(o["server_config"].items()))
+        except (ConfigError, ValueError) as exc:
+            parser.error(f"--server-config: {exc}")
+
+
+def check_reachable(parser: argparse.ArgumentParser, o: dict[str, Any]) -> None:
+    """A plain TCP connect to each given server, before Spark takes its half minute to
+    start: nothing listening there is a one-line message and exit status 2."""
+    from minicoord.bench.arg_checks import parse_address, require_reachable
+
+    for option, key in (("--bootstrap", "bootstrap"), ("--compare-bootstrap", "compare_bootstrap")):
+        if o[key]:
+            require_reachable(parser.prog, option, parse_address(o[key]))
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args_in = list(sys.argv[1:] if argv is None else argv)
     if args_in[:1] == ["lean"]:
@@ -447,8 +503,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         return footprint_main(args_in[1:])
     parser = build_parser()
     args = parser.parse_args(argv)
-    o = options(args)
+    try:
+        o = options(args)
+    except ValueError as exc:  # a --server-config value options() reads, not a number
+        parser.error(f"--server-config: {exc}")
     check_options(parser, args, o)
+    check_values(parser, o)
+    check_reachable(parser, o)
     from minicoord.bench.cluster_checks import ClusterNotReady
     from minicoord.bench.console import Console
     from minicoord.bench.runner import run

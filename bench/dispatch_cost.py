@@ -80,20 +80,30 @@ def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="minicoord bench dispatch",
         description="`minicoord bench dispatch`: the Python a server spends per request, on "
-        "its own loop, with no sockets in the way",
+        "its own loop, with no sockets in the way.",
     )
-    p.add_argument("--api", default=",".join(APIS), help=",".join(APIS))
-    p.add_argument("--per-turn", type=int, default=20, help="connections read per loop turn")
-    p.add_argument("--turns", type=int, default=1000)
+    p.add_argument(
+        "--api", default=",".join(APIS), help=f"comma-separated, of {','.join(APIS)} (all)"
+    )
+    p.add_argument("--per-turn", type=int, default=20, help="connections read per loop turn (20)")
+    p.add_argument(
+        "--turns", type=int, default=1000, help=f"loop turns in each of the {PASSES} passes (1000)"
+    )
     return p
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
-    apis = args.api.split(",")
+    from minicoord.bench.arg_checks import require_at_least
+
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    apis = [a.strip() for a in args.api.split(",") if a.strip()]
     unknown = [a for a in apis if a not in APIS]
     if unknown:
-        build_parser().error(f"unknown --api {','.join(unknown)}; one of {','.join(APIS)}")
+        parser.error(f"unknown --api {','.join(unknown)}; one of {','.join(APIS)}")
+    if not apis:
+        parser.error(f"--api names no API; one of {','.join(APIS)}")
+    require_at_least(parser, args, ("per_turn", "turns"), 1)
     failed = False
     for api in apis:
         cost, errors = measure(api, args.per_turn, args.turns)

@@ -245,7 +245,10 @@ def raise_open_files(needed: int) -> None:
 
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
-        prog="minicoord bench footprint", description=__doc__.split("\n")[0]
+        prog="minicoord bench footprint",
+        description="start-up time and memory (idle RSS, RSS per group member) of minicoord, "
+        "against a bare uvloop server (the floor any asyncio server on this interpreter "
+        "stands on) and, optionally, a peer.",
     )
     p.add_argument("--starts", type=int, default=10, help="start-ups of each server (10)")
     p.add_argument("--members", type=int, default=5000, help="members joined (5000)")
@@ -258,23 +261,40 @@ def build_parser() -> argparse.ArgumentParser:
         "the first leaves the free space of its peak in the server's allocator",
     )
     p.add_argument("--compare-bootstrap", metavar="HOST:PORT", help="a peer to compare with")
-    p.add_argument("--compare-pid", type=int, default=0, help="the peer's pid, for its RSS")
-    p.add_argument("--compare-name", default="peer")
+    p.add_argument(
+        "--compare-pid",
+        type=int,
+        default=0,
+        metavar="PID",
+        help="the peer's pid when it runs on this host, for its RSS (default: not measured)",
+    )
+    p.add_argument("--compare-name", default="peer", help="the peer's name in the output (peer)")
     return p
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     import uvloop
+    from minicoord.bench.arg_checks import address_arg, require_at_least, require_reachable
 
-    o = build_parser().parse_args(argv)
+    parser = build_parser()
+    o = parser.parse_args(argv)
     if o.starts < 1 or o.members < 1 or o.group_size < 1:
-        build_parser().error("--starts, --members and --group-size must be positive")
+        parser.error("--starts, --members and --group-size must be positive")
+    require_at_least(parser, o, ("compare_pid",), 0)
+    address = address_arg(parser, "--compare-bootstrap", o.compare_bootstrap)
+    if o.compare_pid and address is None:
+        parser.error("--compare-pid is the --compare-bootstrap server's: give that too")
+    if o.compare_pid and rss_kib(o.compare_pid) is None:
+        parser.error(f"--compare-pid {o.compare_pid}: no such process on this host")
+    if address is not None and o.compare_name in ("minicoord", "bare"):
+        parser.error(f"--compare-name {o.compare_name!r} is the name of another target")
+    if address is not None:
+        require_reachable(parser.prog, "--compare-bootstrap", address)
     # This process holds every member's connection, and each server the other end.
     raise_open_files(o.members + o.group_size + 256)
     start_up(o.starts)
     peer = None
-    if o.compare_bootstrap:
-        host, port = o.compare_bootstrap.rsplit(":", 1)
-        peer = (o.compare_name, host, int(port), o.compare_pid)
+    if address is not None:
+        peer = (o.compare_name, *address, o.compare_pid)
     uvloop.run(members_rss(o.members, o.group_size, peer, o.joins == "by-group"))
     return 0

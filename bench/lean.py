@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import os
 import statistics
 import tempfile
 import time
@@ -151,17 +152,45 @@ def frames_for(api: str, target: Target, members: int) -> list[bytes]:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="minicoord bench lean", description=__doc__.split("\n")[0])
-    p.add_argument("--compare-bootstrap", metavar="HOST:PORT", help="the peer to compare with")
-    p.add_argument("--compare-pid", type=int, default=0, help="the peer's pid, for its CPU")
-    p.add_argument("--compare-name", default="peer")
-    p.add_argument("--api", default=",".join(APIS), help="heartbeat,commit,cghb (and join)")
-    p.add_argument("--members", type=int, default=100)
-    p.add_argument("--procs", type=int, default=2)
-    p.add_argument("--secs", type=float, default=4)
-    p.add_argument("--rounds", type=int, default=3)
+    p = argparse.ArgumentParser(
+        prog="minicoord bench lean",
+        description="heartbeats, commits and ConsumerGroupHeartbeats per second, and the time "
+        "a large classic group takes to settle, against minicoord and a peer (kfake, Kafka) in "
+        f"one run. The peer needs a topic '{TOPIC}' with {PARTITIONS} partitions "
+        f"(kfake: -topics {TOPIC} -partitions {PARTITIONS}; minicoord: --topic "
+        f"{TOPIC}:{PARTITIONS}).",
+    )
     p.add_argument(
-        "--join-size", type=int, default=1000, help="members of the group that --api join times"
+        "--compare-bootstrap",
+        metavar="HOST:PORT",
+        help=f"the peer to compare with (it needs topic {TOPIC} with {PARTITIONS} partitions)",
+    )
+    p.add_argument(
+        "--compare-pid",
+        type=int,
+        default=0,
+        metavar="PID",
+        help="the peer's pid when it runs on this host, for its CPU (default: not measured)",
+    )
+    p.add_argument("--compare-name", default="peer", help="the peer's name in the output (peer)")
+    p.add_argument(
+        "--api",
+        default=",".join(APIS),
+        help=f"comma-separated, of {','.join(APIS + EXTRA_APIS)} ({','.join(APIS)})",
+    )
+    p.add_argument(
+        "--members", type=int, default=100, help="members joined per API, one connection each (100)"
+    )
+    p.add_argument("--procs", type=int, default=2, help="load processes sending the frames (2)")
+    p.add_argument("--secs", type=float, default=4, help="seconds each round measures (4)")
+    p.add_argument(
+        "--rounds", type=int, default=3, help="rounds per API, the targets taking turns (3)"
+    )
+    p.add_argument(
+        "--join-size",
+        type=int,
+        default=1000,
+        help="members of the group that --api join times (1000)",
     )
     p.add_argument(
         "--write-too",
@@ -171,38 +200,114 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    from minicoord.server.process import start_server_process
+async def _peer_partitions(host: str, port: int) -> int | None:
+    """Partitions of topic `bench` on a server, from its Metadata (None: no such topic)."""
+    from kafka.protocol.metadata import MetadataRequest
+    from minicoord.clients.connection import ProtocolClient
+    from minicoord.clients.member_base import VERSIONS, ZERO_UUID
 
-    o = build_parser().parse_args(argv)
+    request = MetadataRequest(
+        topics=[MetadataRequest.MetadataRequestTopic(name=TOPIC, topic_id=ZERO_UUID)],
+        allow_auto_topic_creation=False,
+        include_topic_authorized_operations=False,
+    )
+    async with await ProtocolClient.connect(host, port, "lean-check") as conn:
+        response = await asyncio.wait_for(conn.request(request, VERSIONS["Metadata"]), 10)
+    for topic in response.topics:
+        if topic.name == TOPIC and topic.error_code == 0:
+            return len(topic.partitions)
+    return None
+
+
+def check_peer(prog: str, host: str, port: int) -> None:
+    """Exit 2, at once, when the peer is unreachable or lacks the topic the members
+    subscribe to (its consumer groups would never settle: a 30 s wait and a vaguer error)."""
+    from minicoord.bench.arg_checks import fail, require_reachable
+
+    require_reachable(prog, "--compare-bootstrap", (host, port))
+    where = f"{host}:{port}"
+    try:
+        partitions = asyncio.run(_peer_partitions(host, port))
+    except Exception as exc:
+        fail(prog, f"the peer at {where} did not answer a Metadata request: {exc!r}")
+    create = (
+        f"(kfake: -topics {TOPIC} -partitions {PARTITIONS}; minicoord: --topic "
+        f"{TOPIC}:{PARTITIONS})"
+    )
+    if partitions is None:
+        fail(
+            prog,
+            f"the peer at {where} has no topic '{TOPIC}' with {PARTITIONS} partitions: "
+            f"create it {create}",
+        )
+    if partitions != PARTITIONS:
+        fail(
+            prog,
+            f"the peer at {where} has topic '{TOPIC}' with {partitions} partitions, not "
+            f"{PARTITIONS}: recreate it {create}",
+        )
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    from minicoord.bench.arg_checks import (
+        address_arg,
+        fail,
+        require_at_least,
+        require_positive,
+        server_error,
+    )
+    from minicoord.server.process import ServerProcess, start_server_process
+
+    # Every argument is checked before anything starts: a wrong one leaves nothing running.
+    parser = build_parser()
+    o = parser.parse_args(argv)
     apis = [a.strip() for a in o.api.split(",") if a.strip()]
     unknown = set(apis) - set(APIS) - set(EXTRA_APIS)
     if unknown:
-        build_parser().error(f"unknown --api {', '.join(sorted(unknown))}")
+        parser.error(f"unknown --api {', '.join(sorted(unknown))}")
+    if not apis:
+        parser.error(f"--api names none of {','.join(APIS + EXTRA_APIS)}")
+    require_at_least(parser, o, ("members", "procs", "rounds", "join_size"), 1)
+    require_at_least(parser, o, ("compare_pid",), 0)
+    require_positive(parser, o, ("secs",))
+    peer = address_arg(parser, "--compare-bootstrap", o.compare_bootstrap)
+    if o.compare_pid and peer is None:
+        parser.error("--compare-pid is the --compare-bootstrap server's: give that too")
+    if o.compare_pid and not os.path.exists(f"/proc/{o.compare_pid}/stat"):
+        parser.error(f"--compare-pid {o.compare_pid}: no such process on this host")
+    if peer is not None and o.compare_name in ("minicoord", "minicoord-write"):
+        parser.error(f"--compare-name {o.compare_name!r} is the name of a minicoord target")
+    if peer is not None:
+        check_peer(parser.prog, *peer)
     # Members of every target wait idle while the others' rounds run: consumer-protocol
     # sessions as long as the classic members' (60 s), not minicoord's quick default (10 s).
     configs = {"group.min.session.timeout.ms": 1000, "group.consumer.session.timeout.ms": 60_000}
     # WARNING: the server's stderr is a pipe nobody reads while the load runs.
     quiet = ["--log-level", "WARNING"]
-    servers = [start_server_process(configs, [(TOPIC, PARTITIONS)], extra_args=quiet)]
+    servers: list[ServerProcess] = []
     names = ["minicoord"]
-    if o.write_too:
-        data = tempfile.mkdtemp(prefix="minicoord-lean-")
-        servers.append(
-            start_server_process(
-                {**configs, "log.flush.policy": "write"},
-                [(TOPIC, PARTITIONS)],
-                extra_args=quiet,
-                data_dir=data,
-            )
-        )
-        names.append("minicoord-write")
-    targets = [
-        (n, Target("127.0.0.1", s.port), s.proc.pid) for n, s in zip(names, servers, strict=True)
-    ]
-    if o.compare_bootstrap:
-        targets.insert(0, (o.compare_name, Target.parse(o.compare_bootstrap), o.compare_pid))
     try:
+        try:
+            servers.append(start_server_process(configs, [(TOPIC, PARTITIONS)], extra_args=quiet))
+            if o.write_too:
+                data = tempfile.mkdtemp(prefix="minicoord-lean-")
+                servers.append(
+                    start_server_process(
+                        {**configs, "log.flush.policy": "write"},
+                        [(TOPIC, PARTITIONS)],
+                        extra_args=quiet,
+                        data_dir=data,
+                    )
+                )
+                names.append("minicoord-write")
+        except RuntimeError as exc:
+            fail(parser.prog, f"minicoord did not start: {server_error(exc)}")
+        targets = [
+            (n, Target("127.0.0.1", s.port), s.proc.pid)
+            for n, s in zip(names, servers, strict=True)
+        ]
+        if peer is not None:
+            targets.insert(0, (o.compare_name, Target(*peer), o.compare_pid))
         for api in apis:
             if api == "join":
                 run_join(targets, o)

@@ -75,8 +75,11 @@ def saturation(steps: list[dict[str, Any]]) -> dict[str, Any]:
             "max_achieved_per_s": max((s["achieved_per_s"] or 0 for s in mine), default=None),
             "highest_rate_held": max(held, default=None),
             "lowest_rate_missed": min(missed, default=None),
+            # None (not measured) when the server's CPU could not be read (--bootstrap to a
+            # server on another host, no --compare-pid): never a 0 that reads as a result.
             "max_per_server_cpu_second": max(
-                (s["per_server_cpu_second"] or 0 for s in mine), default=None
+                (s["per_server_cpu_second"] for s in mine if s["per_server_cpu_second"]),
+                default=None,
             ),
         }
     return out

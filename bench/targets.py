@@ -78,9 +78,30 @@ def server_data_dir(o: dict[str, Any]) -> tuple[str | None, Path | None]:
 
 
 def start_targets(o: dict[str, Any], log: Callable[[str], None]) -> list[Target]:
-    from minicoord.server.process import start_server_process
+    """The targets, minicoord (and the echo server) started here; a server that does not
+    come up is a ClusterNotReady naming its own error line, and whatever had started by then
+    is stopped (the caller gets no list to stop)."""
+    from minicoord.bench.arg_checks import server_error
+    from minicoord.bench.cluster_checks import ClusterNotReady
 
     targets: list[Target] = []
+    try:
+        _start_targets(o, log, targets)
+    except RuntimeError as exc:
+        for t in targets:
+            t.stop()
+        message = f"a server the bench started did not come up: {server_error(exc)}"
+        raise ClusterNotReady(message) from None
+    except BaseException:
+        for t in targets:
+            t.stop()
+        raise
+    return targets
+
+
+def _start_targets(o: dict[str, Any], log: Callable[[str], None], targets: list[Target]) -> None:
+    from minicoord.server.process import start_server_process
+
     if o["bootstrap"]:
         targets.append(Target(TARGET_MINICOORD, o["bootstrap"], process=None))
     else:
@@ -106,7 +127,6 @@ def start_targets(o: dict[str, Any], log: Callable[[str], None]) -> list[Target]
             log("the echo ceiling answers only Heartbeats: it is compared in `heartbeat` only")
     if o["compare_bootstrap"]:
         targets.append(Target(TARGET_OTHER, o["compare_bootstrap"], other_pid=o.get("compare_pid")))
-    return targets
 
 
 def prepare_topic(target: Target, topic: str, partitions: int) -> None:

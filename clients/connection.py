@@ -51,6 +51,22 @@ class PreparedRequest:
         self.version = version
 
 
+def parse_address(text: str, default_host: str | None = None) -> tuple[str, int]:
+    """HOST:PORT (a bracketed IPv6 host too) with a port of 1-65535; ValueError says why not.
+    An empty HOST is `default_host`, when one is given."""
+    host, sep, port = text.rpartition(":")
+    host = host.strip().removeprefix("[").removesuffix("]") or (default_host or "")
+    if not sep or not host:
+        raise ValueError(f"expected HOST:PORT, got {text!r}")
+    try:
+        number = int(port)
+    except ValueError:
+        raise ValueError(f"expected HOST:PORT with a numeric port, got {text!r}") from None
+    if not 1 <= number <= 65535:
+        raise ValueError(f"the port must be 1-65535, got {text!r}")
+    return host, number
+
+
 class ProtocolClient(asyncio.Protocol):
     def __init__(self, client_id: str) -> None:
         self.client_id = client_id

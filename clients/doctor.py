@@ -25,7 +25,7 @@ from typing import Any
 
 from kafka.protocol.admin import ListGroupsRequest
 from kafka.protocol.metadata import ApiVersionsRequest, FindCoordinatorRequest, MetadataRequest
-from minicoord.clients.connection import ProtocolClient
+from minicoord.clients.connection import ProtocolClient, parse_address
 from minicoord.clients.doctor_checks import (
     CANNOT,
     DEFAULT_SASL_MECHANISM,
@@ -81,15 +81,6 @@ def tls_context(settings: dict[str, str]) -> Any:
     except (OSError, ssl.SSLError) as exc:
         raise ValueError(f"the ssl.* settings cannot be used: {exc}") from exc
     return context
-
-
-def split_address(address: str) -> tuple[str, int]:
-    host, sep, port = address.rpartition(":")
-    if not sep or not port.isdigit():
-        raise ValueError(f"{address!r}: expected HOST:PORT")
-    if not 1 <= int(port) <= 65535:
-        raise ValueError(f"{address!r}: the port is not one a server can listen on (1-65535)")
-    return host.strip("[]") or "127.0.0.1", int(port)
 
 
 def _version(adv: Advertised, key: int) -> int:
@@ -368,7 +359,7 @@ def exit_status(report: dict[str, Any]) -> int:
 def run(args: argparse.Namespace) -> int:
     try:
         settings = parse_settings(args.settings)
-        host, port = split_address(args.bootstrap)
+        host, port = parse_address(args.bootstrap, default_host="127.0.0.1")
         tls = tls_context(settings)
     except ValueError as exc:
         print(f"minicoord: {exc}", file=sys.stderr)

@@ -226,7 +226,7 @@ def test_doctor_refuses_an_address_no_server_can_have(
     capsys.readouterr()
     assert main(["doctor", address]) == 2
     err = capsys.readouterr().err
-    assert err.startswith(f"minicoord: '{address}': ") and err.count("\n") == 1
+    assert err.startswith("minicoord: ") and f"'{address}'" in err and err.count("\n") == 1
 
 
 @pytest.mark.parametrize("timeout", ["0", "-1", "nan", "inf", "soon"])

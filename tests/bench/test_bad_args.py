@@ -1,0 +1,306 @@
+"""Wrong arguments to the bench commands: a one-line message and exit status 2, never a
+traceback, and never a server left running. No Spark and no load: every case fails in the
+argument checks (or against a server started here on 127.0.0.1, ports 29950-29999)."""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+import pytest
+from minicoord.bench import arg_checks, lean
+from minicoord.bench.load_stats import saturation
+from minicoord.server.process import ServerProcess, start_server_process
+
+PORTS = range(29950, 30000)
+
+
+def free_port() -> int:
+    """A port of the range nothing listens on now."""
+    for port in PORTS:
+        with socket.socket() as s:
+            try:
+                s.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+            return port
+    pytest.skip("no free port in 29950-29999")
+
+
+def marked_processes(mark: str) -> list[int]:
+    """Pids of the processes whose environment holds `mark` (a run's children inherit it)."""
+    found = []
+    needle = f"BENCH_BAD_ARGS_MARK={mark}".encode()
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            if needle in (entry / "environ").read_bytes().split(b"\0"):
+                found.append(int(entry.name))
+        except OSError:
+            continue
+    return found
+
+
+def run_bench(*args: str, timeout: float = 60) -> tuple[subprocess.CompletedProcess[str], float]:
+    """`minicoord bench ARGS` in a child; asserts that nothing it started outlives it."""
+    mark = uuid.uuid4().hex
+    env = {**os.environ, "BENCH_BAD_ARGS_MARK": mark}
+    started = time.monotonic()
+    done = subprocess.run(
+        [sys.executable, "-m", "minicoord.bench.cli", *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env=env,
+    )
+    took = time.monotonic() - started
+    left = marked_processes(mark)
+    for pid in left:  # not to leave them behind the failing test either
+        os.kill(pid, 9)
+    assert not left, f"processes left running: {left}"
+    return done, took
+
+
+def assert_one_line_error(done: subprocess.CompletedProcess[str], prog: str, *words: str) -> str:
+    assert done.returncode == 2, done.stderr
+    assert "Traceback" not in done.stderr, done.stderr
+    errors = [line for line in done.stderr.splitlines() if ": error: " in line]
+    assert len(errors) == 1, done.stderr
+    # Nothing after the error line; before it, at most argparse's usage.
+    assert done.stderr.rstrip("\n").splitlines()[-1] == errors[0]
+    assert errors[0].startswith(f"{prog}: error: "), done.stderr
+    for word in words:
+        assert word in errors[0], errors[0]
+    return errors[0]
+
+
+LEAN = "minicoord bench lean"
+SMALL = ("--api", "heartbeat", "--members", "2", "--procs", "1", "--rounds", "1", "--secs", "0.5")
+
+
+@pytest.mark.parametrize(
+    ("args", "words"),
+    [
+        (["--compare-bootstrap", "bad"], ["--compare-bootstrap", "HOST:PORT"]),
+        (["--compare-bootstrap", "127.0.0.1:70000"], ["1-65535"]),
+        (["--compare-bootstrap", "127.0.0.1:"], ["--compare-bootstrap"]),
+        (["--procs", "0"], ["--procs"]),
+        (["--members", "0"], ["--members"]),
+        (["--secs", "0"], ["--secs"]),
+        (["--secs", "-1"], ["--secs"]),
+        (["--rounds", "0"], ["--rounds"]),
+        (["--join-size", "0"], ["--join-size"]),
+        (["--api", "produce"], ["produce"]),
+        (["--compare-pid", "-1"], ["--compare-pid"]),
+    ],
+)
+def test_lean_refuses_bad_arguments_before_starting_anything(
+    args: list[str], words: list[str]
+) -> None:
+    done, took = run_bench("lean", *SMALL, *args)
+    assert_one_line_error(done, LEAN, *words)
+    assert took < 20
+
+
+def test_lean_with_a_malformed_peer_starts_no_server(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Finding 1 in-process too: the address is refused before any server is started."""
+    started: list[Any] = []
+    monkeypatch.setattr(
+        "minicoord.server.process.start_server_process", lambda *a, **k: started.append(a)
+    )
+    with pytest.raises(SystemExit) as exit_:
+        lean.main(["--compare-bootstrap", "bad", "--api", "heartbeat"])
+    assert exit_.value.code == 2
+    assert started == []
+
+
+def test_lean_stops_its_server_when_the_run_fails(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Whatever fails once the server is up, the server is stopped (its pid gone)."""
+    servers: list[ServerProcess] = []
+
+    def start(*args: Any, **kwargs: Any) -> ServerProcess:
+        server = start_server_process(*args, **{**kwargs, "port": free_port()})
+        servers.append(server)
+        return server
+
+    def boom(*args: Any) -> None:
+        raise RuntimeError("the run failed")
+
+    monkeypatch.setattr("minicoord.server.process.start_server_process", start)
+    monkeypatch.setattr(lean, "run_api", boom)
+    with pytest.raises(RuntimeError, match="the run failed"):
+        lean.main(["--api", "heartbeat", "--members", "2", "--procs", "1"])
+    assert len(servers) == 1
+    assert servers[0].proc.poll() is not None
+    assert not Path(f"/proc/{servers[0].proc.pid}").exists()
+
+
+def test_lean_names_an_unreachable_peer_at_once() -> None:
+    port = free_port()
+    done, took = run_bench("lean", *SMALL, "--compare-bootstrap", f"127.0.0.1:{port}")
+    assert_one_line_error(done, LEAN, f"127.0.0.1:{port}", "cannot reach")
+    assert took < 20
+
+
+@pytest.mark.parametrize(
+    ("topics", "words"),
+    [
+        ([], ["has no topic 'bench' with 64 partitions", "-partitions 64", "--topic bench:64"]),
+        ([("bench", 8)], ["'bench' with 8 partitions, not 64", "--topic bench:64"]),
+    ],
+)
+def test_lean_says_what_the_peer_lacks(topics: list[tuple[str, int]], words: list[str]) -> None:
+    peer = start_server_process(topics=topics, port=free_port())
+    try:
+        done, took = run_bench("lean", *SMALL, "--compare-bootstrap", peer.bootstrap)
+    finally:
+        peer.stop()
+    line = assert_one_line_error(done, LEAN, peer.bootstrap, *words)
+    assert "did not settle" not in line
+    assert took < 20
+
+
+DISPATCH = "minicoord bench dispatch"
+
+
+@pytest.mark.parametrize(
+    ("args", "words"),
+    [
+        (["--turns", "0"], ["--turns"]),
+        (["--per-turn", "0"], ["--per-turn"]),
+        (["--turns", "-3"], ["--turns"]),
+        (["--api", ","], ["--api"]),
+    ],
+)
+def test_dispatch_refuses_bad_arguments(args: list[str], words: list[str]) -> None:
+    done, _ = run_bench("dispatch", "--api", "heartbeat", *args)
+    assert_one_line_error(done, DISPATCH, *words)
+
+
+FOOTPRINT = "minicoord bench footprint"
+
+
+@pytest.mark.parametrize(
+    ("args", "words"),
+    [
+        (["--members", "0"], ["--members"]),
+        (["--compare-bootstrap", "bad"], ["--compare-bootstrap", "HOST:PORT"]),
+        (["--compare-bootstrap", "127.0.0.1:0"], ["1-65535"]),
+    ],
+)
+def test_footprint_refuses_bad_arguments(args: list[str], words: list[str]) -> None:
+    done, _ = run_bench("footprint", *args)
+    assert_one_line_error(done, FOOTPRINT, *words)
+
+
+def test_footprint_names_an_unreachable_peer() -> None:
+    port = free_port()
+    done, _ = run_bench("footprint", "--compare-bootstrap", f"127.0.0.1:{port}")
+    assert_one_line_error(done, FOOTPRINT, f"127.0.0.1:{port}", "cannot reach")
+
+
+@pytest.mark.parametrize("module", ["lean", "footprint", "dispatch_cost"])
+def test_help_texts_are_whole(module: str) -> None:
+    """Descriptions not cut off mid-sentence; every option says what it is."""
+    import importlib
+
+    parser = importlib.import_module(f"minicoord.bench.{module}").build_parser()
+    assert parser.description
+    assert parser.description.rstrip().endswith("."), parser.description
+    for action in parser._actions:
+        assert action.help, action.option_strings
+    assert "Traceback" not in parser.format_help()
+
+
+BENCH = "minicoord bench"
+OUT = ("--out", "/tmp/bench-bad-args-unused", "--no-progress")
+
+
+@pytest.mark.parametrize(
+    ("args", "words"),
+    [
+        (["--bootstrap", "bad"], ["--bootstrap", "HOST:PORT"]),
+        (["--bootstrap", "127.0.0.1:70000"], ["--bootstrap", "1-65535"]),
+        (["--bootstrap", "127.0.0.1:x"], ["--bootstrap", "numeric"]),
+        (["--compare-bootstrap", "bad"], ["--compare-bootstrap"]),
+        (["--tasks", "0"], ["--tasks"]),
+        (["--groups", "0"], ["--groups"]),
+        (["--members", "0"], ["--members"]),
+        (["--partitions", "0"], ["--partitions"]),
+        (["--compare-rounds", "0"], ["--compare-rounds"]),
+        (["--members-per-connection", "0"], ["--members-per-connection"]),
+        (["--session-timeout-ms", "0"], ["--session-timeout-ms"]),
+        (["--timeout-s", "0"], ["--timeout-s"]),
+        (["--duration-s", "0"], ["--duration-s"]),
+        (["--slots-timeout-s", "-1"], ["--slots-timeout-s"]),
+        (["--compare-pid", "999999999", "--compare-bootstrap", "127.0.0.1:1"], ["--compare-pid"]),
+        (["--server-config", "bogus.cfg=1"], ["--server-config", "unknown config 'bogus.cfg'"]),
+        (["--server-config", "group.max.size=x"], ["--server-config"]),
+    ],
+)
+def test_spark_scenarios_refuse_bad_arguments_before_spark(
+    args: list[str], words: list[str]
+) -> None:
+    done, took = run_bench("cold-join", *OUT, *args)
+    assert_one_line_error(done, BENCH, *words)
+    assert took < 20  # Spark alone takes longer to start
+    assert not Path(OUT[1]).exists()
+
+
+def test_spark_scenarios_check_the_servers_are_there_before_spark() -> None:
+    port = free_port()
+    for option in ("--bootstrap", "--compare-bootstrap"):
+        done, took = run_bench("cold-join", *OUT, option, f"127.0.0.1:{port}")
+        assert_one_line_error(done, BENCH, option, f"127.0.0.1:{port}", "cannot reach")
+        assert took < 20
+
+
+def test_a_server_that_exits_at_once_is_reported_with_its_own_line() -> None:
+    """Past the argument checks (a bench run as a library), start_targets still names the
+    server's own error, at once, as a ClusterNotReady (exit 2 in the command line)."""
+    from minicoord.bench.cluster_checks import ClusterNotReady
+    from minicoord.bench.targets import start_targets
+
+    o = {
+        "bootstrap": None,
+        "server_config": {"bogus.cfg": "1"},
+        "scenario": "cold-join",
+        "server_storage": "memory",
+        "server_cpus": None,
+        "compare": False,
+        "compare_bootstrap": None,
+        "out": "/tmp/bench-bad-args-unused",
+    }
+    started = time.monotonic()
+    with pytest.raises(ClusterNotReady, match=r"unknown config 'bogus\.cfg'"):
+        start_targets(o, lambda _: None)
+    assert time.monotonic() - started < 10
+
+
+def test_addresses() -> None:
+    assert arg_checks.parse_address("127.0.0.1:9092") == ("127.0.0.1", 9092)
+    assert arg_checks.parse_address("[::1]:9092") == ("::1", 9092)
+    for bad in ("bad", ":9092", "h:0", "h:65536", "h:port", "h:"):
+        with pytest.raises(ValueError):
+            arg_checks.parse_address(bad)
+
+
+def test_server_cpu_not_read_is_not_measured_rather_than_zero() -> None:
+    steps = [
+        {"target": "minicoord", "offered_per_s": None, "achieved_per_s": 900.0,
+         "per_server_cpu_second": None},
+        {"target": "minicoord", "offered_per_s": 500, "achieved_per_s": 500.0,
+         "per_server_cpu_second": None},
+        {"target": "other", "offered_per_s": None, "achieved_per_s": 800.0,
+         "per_server_cpu_second": 12000.0},
+    ]  # fmt: skip
+    result = saturation(steps)
+    assert result["minicoord"]["max_per_server_cpu_second"] is None
+    assert result["other"]["max_per_server_cpu_second"] == 12000.0
