@@ -7,11 +7,11 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from datakit import batch
 from kafka import KafkaAdminClient
 from kafka.protocol.admin import CreatePartitionsRequest, CreateTopicsRequest, DeleteTopicsRequest
 from kafka.protocol.consumer import FetchRequest, ListOffsetsRequest
 from kafka.protocol.producer import ProduceRequest
-from kafka.record.default_records import DefaultRecordBatchBuilder
 from minicoord.clients.connection import ProtocolClient
 from minicoord.protocol.errors import ErrorCode
 from minicoord.testing.embedded import running
@@ -118,20 +118,6 @@ async def test_raw_delete_topics_and_list_offsets_naming_one_twice() -> None:
             ]
 
 
-def _batch(value: bytes) -> bytes:
-    builder = DefaultRecordBatchBuilder(
-        magic=2,
-        compression_type=0,
-        is_transactional=False,
-        producer_id=-1,
-        producer_epoch=-1,
-        base_sequence=-1,
-        batch_size=1 << 20,
-    )
-    builder.append(0, timestamp=None, key=None, value=value, headers=[])
-    return bytes(builder.build())
-
-
 @pytest.mark.asyncio
 async def test_raw_produce_and_fetch_naming_a_partition_twice() -> None:
     # Kafka's handleProduceRequest keeps one entry per partition (the last), and
@@ -151,12 +137,17 @@ async def test_raw_produce_and_fetch_naming_a_partition_twice() -> None:
                         data(
                             name="d",
                             partition_data=[
-                                part(index=0, records=_batch(b"first")),
-                                part(index=0, records=_batch(b"second")),
-                                part(index=1, records=_batch(b"other")),
+                                part(index=0, records=batch([(None, b"first")], timestamp=-1)),
+                                part(index=0, records=batch([(None, b"second")], timestamp=-1)),
+                                part(index=1, records=batch([(None, b"other")], timestamp=-1)),
                             ],
                         ),
-                        data(name="d", partition_data=[part(index=0, records=_batch(b"third"))]),
+                        data(
+                            name="d",
+                            partition_data=[
+                                part(index=0, records=batch([(None, b"third")], timestamp=-1))
+                            ],
+                        ),
                     ],
                 ),
                 9,
@@ -175,7 +166,12 @@ async def test_raw_produce_and_fetch_naming_a_partition_twice() -> None:
                         acks=-1,
                         timeout_ms=5000,
                         topic_data=[
-                            data(name="d", partition_data=[part(index=0, records=_batch(value))])
+                            data(
+                                name="d",
+                                partition_data=[
+                                    part(index=0, records=batch([(None, value)], timestamp=-1))
+                                ],
+                            )
                         ],
                     ),
                     9,
