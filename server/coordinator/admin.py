@@ -80,7 +80,8 @@ class GroupAdmin:
         if PartitionStatus.LOADING in self.partition_status.values():
             return ErrorCode.COORDINATOR_LOAD_IN_PROGRESS, []
         wanted_states = {s.strip().lower() for s in states} if states else None
-        wanted_types = {t.strip().lower() for t in types} if types else None
+        # Kafka trims the states asked for, not the types (Group.GroupType.parse).
+        wanted_types = {t.lower() for t in types} if types else None
         listings = []
         for group in self.groups.groups.values():
             if is_consumer_group(group):

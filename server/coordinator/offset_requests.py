@@ -7,6 +7,7 @@ methods as its own, so callers see one entry point.
 
 from __future__ import annotations
 
+import struct
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -27,6 +28,8 @@ if TYPE_CHECKING:
 
 # Read on every commit (see state.py on Python 3.11's slow `Enum.X` reads).
 _NONE = ErrorCode.NONE
+
+_I16, _I32 = struct.Struct(">h"), struct.Struct(">i")
 
 
 # Not frozen, though never changed once made: a frozen dataclass sets each field
@@ -92,7 +95,10 @@ class OffsetRequests:
                 from_state = group.protocol_type is not None and group.generation_id > 0
             elif group.state is GroupState.STABLE and group.protocol_type == "consumer":
                 from_state = False
-                subscribed = _subscribed_topics(self.groups.subscribed_protocol_metadata(group))
+                known = _subscribed_topics(self.groups.subscribed_protocol_metadata(group))
+                if known is None:
+                    continue  # topics unknown: nothing expires (Kafka's offsetExpirationCondition)
+                subscribed = known
             else:
                 continue
             partition = group.partition
@@ -312,7 +318,7 @@ class OffsetRequests:
             return fx.result((ErrorCode.NONE, errors))
         if group is None or group.state is GroupState.DEAD:
             return fx.result((ErrorCode.GROUP_ID_NOT_FOUND, []))
-        subscribed = set()
+        subscribed: set[str] | None = set()
         if group.state is not GroupState.EMPTY:
             if group.protocol_type != "consumer":
                 return fx.result((ErrorCode.NON_EMPTY_GROUP, []))
@@ -320,7 +326,8 @@ class OffsetRequests:
         partition = self.partition_for(group_id)
         errors = []
         for tp in partitions:
-            if tp[0] in subscribed:
+            # Unknown topics (None): subscribed to all, as Kafka's isSubscribedToTopic.
+            if subscribed is None or tp[0] in subscribed:
                 errors.append(ErrorCode.GROUP_SUBSCRIBED_TO_TOPIC)
             else:
                 self.offsets.delete(fx, partition, group_id, tp)
@@ -369,14 +376,37 @@ def _validate_consumer_commit(
     return None
 
 
-def _subscribed_topics(subscriptions: list[bytes]) -> set[str]:
-    # Imported here, not at start: kafka-python builds its consumer classes on import.
-    from kafka.protocol.consumer.metadata import ConsumerProtocolSubscription
-
+def _subscribed_topics(subscriptions: list[bytes] | None) -> set[str] | None:
+    """The topics a classic consumer group's members subscribe to, or None when they cannot
+    be known. As Kafka's ClassicGroup.computeSubscribedTopics, each subscription is read in
+    the version-0 layout that every version starts with (a future version still names its
+    topics), and one that does not parse leaves the topics unknown: the group then counts as
+    subscribed to every topic, so none of its offsets is deleted or expires behind it."""
+    if subscriptions is None:
+        return None
     topics: set[str] = set()
     for raw in subscriptions:
         try:
-            topics.update(ConsumerProtocolSubscription.decode(raw).topics)
-        except Exception:  # a member's opaque metadata: undecodable means no known topics
-            continue
+            topics.update(_v0_topics(raw))
+        except (struct.error, ValueError):
+            return None
+    return topics
+
+
+def _v0_topics(raw: bytes) -> list[str]:
+    # version (int16), topics (array of int16-length strings), user_data (nullable bytes);
+    # any later fields are not read.
+    (count,) = _I32.unpack_from(raw, 2)
+    if count < 0:
+        raise ValueError("the topics array is not nullable")
+    at, topics = 6, []
+    for _ in range(count):
+        (length,) = _I16.unpack_from(raw, at)
+        if length < 0 or at + 2 + length > len(raw):
+            raise ValueError("a topic name past the end")
+        topics.append(raw[at + 2 : at + 2 + length].decode(errors="replace"))
+        at += 2 + length
+    (length,) = _I32.unpack_from(raw, at)
+    if at + 4 + max(length, 0) > len(raw):
+        raise ValueError("user data past the end")
     return topics

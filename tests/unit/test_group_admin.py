@@ -101,6 +101,9 @@ def test_list_groups_filters_states_case_insensitively(h: Harness) -> None:
 def test_list_groups_filters_types(h: Harness) -> None:
     h.form_group(0, 1, group_id="stable")
     assert [g.group_id for g in h.coordinator.list_groups(types={"Classic"})[1]] == ["stable"]
+    # Kafka trims the states asked for but not the types (Group.GroupType.parse).
+    assert h.coordinator.list_groups(types={"Classic "}) == (ErrorCode.NONE, [])
+    assert [g.group_id for g in h.coordinator.list_groups(states={" stable "})[1]] == ["stable"]
     assert h.coordinator.list_groups(types={"consumer"}) == (ErrorCode.NONE, [])
     assert len(h.coordinator.list_groups(types=set())[1]) == 1
 

@@ -24,8 +24,13 @@ def coordinator() -> GroupCoordinator:
     return c
 
 
-def stable_member(c: GroupCoordinator, now: int, topics: list[str]) -> tuple[str, int]:
-    metadata = bytes(ConsumerProtocolSubscription(topics=topics, user_data=None).encode(version=0))
+def stable_member(
+    c: GroupCoordinator, now: int, topics: list[str], metadata: bytes | None = None
+) -> tuple[str, int]:
+    if metadata is None:
+        metadata = bytes(
+            ConsumerProtocolSubscription(topics=topics, user_data=None).encode(version=0)
+        )
     c.join_group(
         now,
         "j",
@@ -106,3 +111,36 @@ def test_offsets_only_groups_expire_by_commit_time() -> None:
     assert set(c.offsets.all_for("g")) == {("t", 1)}
     c.advance(95_000)
     assert c.offsets.all_for("g") == {} and "g" not in c.groups.groups
+
+
+def future_subscription(*topics: str) -> bytes:
+    """A subscription of a version this coordinator does not know (9): the version-0 fields
+    every version starts with, then fields of its own."""
+    v0 = bytes(ConsumerProtocolSubscription(topics=list(topics), user_data=None).encode(version=0))
+    return b"\x00\x09" + v0[2:] + b"\x00\x00\x00\x07future-fields"
+
+
+def test_a_future_subscription_version_still_names_its_topics() -> None:
+    # Kafka reads every subscription in the version-0 layout (computeSubscribedTopics).
+    c = coordinator()
+    member, generation = stable_member(c, 0, [], future_subscription("kept"))
+    commit(c, 1_000, "kept", generation, member)
+    commit(c, 1_000, "dropped", generation, member)
+    c.heartbeat(MINUTE + CHECK, "g", member, generation)
+    result = c.advance(MINUTE + 2 * CHECK)
+    assert [(k.topic, k.partition) for k in tombstoned(result.records)] == [("dropped", 0)]
+    deleted = c.delete_offsets(MINUTE + 2 * CHECK, "g", [("kept", 0)])
+    assert deleted.value == (ErrorCode.NONE, [ErrorCode.GROUP_SUBSCRIBED_TO_TOPIC])
+
+
+def test_a_subscription_that_does_not_parse_keeps_every_offset_of_a_stable_group() -> None:
+    # Topics unknown: no offset expires (offsetExpirationCondition) and every topic counts as
+    # subscribed (isSubscribedToTopic), where reading "no topics" would lose them all.
+    c = coordinator()
+    member, generation = stable_member(c, 0, [], b"\x00\x00\x00\x00\x00\x05ab")
+    commit(c, 1_000, "t1", generation, member)
+    c.heartbeat(MINUTE + CHECK, "g", member, generation)
+    assert tombstoned(c.advance(MINUTE + 2 * CHECK).records) == []
+    assert set(c.offsets.all_for("g")) == {("t1", 0)}
+    deleted = c.delete_offsets(MINUTE + 2 * CHECK, "g", [("t1", 0)])
+    assert deleted.value == (ErrorCode.NONE, [ErrorCode.GROUP_SUBSCRIBED_TO_TOPIC])

@@ -213,14 +213,15 @@ def test_offset_delete_in_a_non_empty_non_consumer_group() -> None:
 
 
 def test_offset_delete_when_the_group_has_not_chosen_a_protocol_yet(h: Harness) -> None:
-    # The first join phase is open: no subscription is known, so nothing is protected.
+    # The first join phase is open: no subscription is known yet, and a consumer group whose
+    # topics are unknown counts as subscribed to all (Kafka 4's ClassicGroup.isSubscribedToTopic).
     h.commit(0, [E("t1", 0, 1)])
     h.join(10, client_id="b")  # a pending member keeps the phase open
     h.join_new(10, client_id="a")
     assert h.state() == "PreparingRebalance"
     assert h.coordinator.delete_offsets(20, GROUP, [("t1", 0)]).value == (
         ErrorCode.NONE,
-        [ErrorCode.NONE],
+        [ErrorCode.GROUP_SUBSCRIBED_TO_TOPIC],
     )
 
 

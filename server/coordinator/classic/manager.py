@@ -470,11 +470,12 @@ class GroupManager(JoinPhase):
         self.timers.cancel(group)  # its members' session checks
         self.timers.cancel(("pending", group))
 
-    def subscribed_protocol_metadata(self, group: Group) -> list[bytes]:
-        """Each member's metadata for the chosen protocol (a consumer's subscription)."""
+    def subscribed_protocol_metadata(self, group: Group) -> list[bytes] | None:
+        """Each member's metadata for the chosen protocol (a consumer's subscription); None
+        while members have chosen none (their subscriptions are not known)."""
         protocol = group.protocol_name
         if protocol is None:
-            return []
+            return None if group.members else []
         return [m.metadata(protocol) for m in group.members.values()]
 
     # -- records --------------------------------------------------------------------------
