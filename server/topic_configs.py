@@ -234,6 +234,7 @@ class TopicConfig:
         "max_message_bytes",
         "min_cleanable_ratio",
         "min_compaction_lag_ms",
+        "min_insync_replicas",
         "overrides",
         "retention_bytes",
         "retention_ms",
@@ -262,6 +263,7 @@ class TopicConfig:
         self.compression = CODECS.get(v("compression.type"))
         self.min_compaction_lag_ms = v("min.compaction.lag.ms")
         self.max_compaction_lag_ms = v("max.compaction.lag.ms")
+        self.min_insync_replicas = v("min.insync.replicas")
 
     @property
     def roll_ms(self) -> int:

@@ -112,6 +112,8 @@ def handle(ctx: RequestContext, request: Any) -> Any:
                 outcome = AppendOutcome(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
             elif refuse is not None:
                 outcome = refuse
+            elif acks == -1 and registry.config_of(topic).min_insync_replicas > 1:
+                outcome = _not_enough_replicas(ctx, topic, p.index)
             else:
                 outcome = broker.data.append(topic, p.index, p.records, now, version, ctx.client_id)
             failed = failed or outcome.error is not ErrorCode.NONE
@@ -144,6 +146,19 @@ def handle(ctx: RequestContext, request: Any) -> Any:
     parked = ctx.park(build)
     broker.apply(Result(None, [], []), parked)
     return parked
+
+
+def _not_enough_replicas(ctx: RequestContext, topic: Any, index: int) -> AppendOutcome:
+    # This node is every partition's only in-sync replica: acks=all under a
+    # min.insync.replicas above 1 is refused before the append, as Kafka's
+    # Partition.appendRecordsToLeader refuses it.
+    need = ctx.broker.topics.config_of(topic).min_insync_replicas
+    return AppendOutcome(
+        ErrorCode.NOT_ENOUGH_REPLICAS,
+        message=f"The size of the current ISR Set({ctx.broker.config.broker_id}) is "
+        f"insufficient to satisfy the min.isr requirement of {need} for partition "
+        f"{topic.name}-{index}",
+    )
 
 
 def _last_occurrences(topic_data: Any, by_id: bool) -> dict[tuple[Any, int], Any] | None:

@@ -39,7 +39,7 @@ from confluent_kafka import (
     Producer,
     TopicPartition,
 )
-from confluent_kafka.admin import AdminClient, OffsetSpec
+from confluent_kafka.admin import AdminClient, NewTopic, OffsetSpec
 from deliverykit import Consumed, check_delivery, keyed_messages
 from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer
 from kafka.structs import TopicPartition as KpTopicPartition
@@ -338,3 +338,33 @@ def test_kafka_python_round_trip(server: Any, group_id: str, compression: str | 
     assert {tp.partition: om.offset for tp, om in group_offsets.items()} == ends
     assert {tp.partition: o for tp, o in latest.items()} == ends
     assert {tp.partition: o for tp, o in earliest.items()} == dict.fromkeys(range(PARTITIONS), 0)
+
+
+def test_min_insync_replicas_refuses_acks_all_as_kafka() -> None:
+    # One node is every partition's only in-sync replica: a topic asking for two refuses an
+    # acks=all produce with NOT_ENOUGH_REPLICAS (retriable; here retries are off), and takes
+    # acks=1, as Kafka's Partition.appendRecordsToLeader decides.
+    from minicoord.testing.embedded import running
+
+    with running() as server:
+        admin = AdminClient({"bootstrap.servers": server.bootstrap})
+        new = NewTopic("isr2", 1, 1, config={"min.insync.replicas": "2"})
+        admin.create_topics([new])["isr2"].result(10)
+        outcomes: dict[str, Any] = {}
+        for acks in ("all", "1"):
+            producer = Producer(
+                {
+                    "bootstrap.servers": server.bootstrap,
+                    "acks": acks,
+                    "retries": 0,
+                    "enable.idempotence": False,
+                    "message.timeout.ms": 5000,
+                }
+            )
+            producer.produce(
+                "isr2", b"v", on_delivery=lambda err, msg, acks=acks: outcomes.update({acks: err})
+            )
+            assert producer.flush(10) == 0
+        assert outcomes["all"] is not None
+        assert outcomes["all"].code() == KafkaError.NOT_ENOUGH_REPLICAS
+        assert outcomes["1"] is None
