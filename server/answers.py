@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 from minicoord.protocol.apis import ApiSpec
 from minicoord.protocol.errors import ErrorCode
 from minicoord.protocol.headers import RequestHeader, response_header
-from minicoord.server.handlers.base import EncodedResponse, Handler, RequestContext
+from minicoord.server.handlers.base import EncodedResponse, RequestContext
 
 if TYPE_CHECKING:
     from minicoord.server.connection import KafkaConnection
@@ -48,25 +48,15 @@ def encode_response(version: int, correlation_id: int, spec: ApiSpec, response: 
     return _SIZE.pack(len(head) + len(body)) + head + body
 
 
-def unsupported_version_answer(
-    handler: Handler, header: RequestHeader, handlers: HandlerRegistry
+def api_versions_fallback(
+    header: RequestHeader, handlers: HandlerRegistry
 ) -> tuple[RequestHeader, Any]:
-    """The header and response answering a request at a version outside ours."""
-    spec = handler.spec
-    if spec.key == API_VERSIONS_KEY:
-        # KIP-511: answer at v0 with our whole list, so the client can retry at a version we
-        # serve.
-        from minicoord.server.handlers import api_versions
+    """The answer to ApiVersions at a version we do not serve (KIP-511): v0, with our whole
+    list, so the client can retry at a version we serve."""
+    from minicoord.server.handlers import api_versions
 
-        response = api_versions.build(0, ErrorCode.UNSUPPORTED_VERSION, handlers.api_versions())
-        return RequestHeader(header.api_key, 0, header.correlation_id, header.client_id), response
-    # Answer in the nearest layout we know; clients read the error code first.
-    version = min(max(header.api_version, spec.min_version), spec.max_version)
-    fields = {"error_code": ErrorCode.UNSUPPORTED_VERSION}
-    if "error_code" not in spec.response._struct.fields:
-        fields = {}
-    response = spec.response(version=version, **fields)
-    return RequestHeader(header.api_key, version, header.correlation_id, header.client_id), response
+    response = api_versions.build(0, ErrorCode.UNSUPPORTED_VERSION, handlers.api_versions())
+    return RequestHeader(header.api_key, 0, header.correlation_id, header.client_id), response
 
 
 class ParkedReply:

@@ -34,10 +34,11 @@ from minicoord.protocol.headers import (
 from minicoord.protocol.validate import decode_whole, null_violation
 from minicoord.server import request_log
 from minicoord.server.answers import (
+    API_VERSIONS_KEY,
     Answer,
     ParkedReply,
+    api_versions_fallback,
     encode_response,
-    unsupported_version_answer,
 )
 from minicoord.server.broker import Broker
 from minicoord.server.handlers.base import (
@@ -398,7 +399,14 @@ class KafkaConnection(asyncio.Protocol):
 
     def _unsupported_version(self, handler: Handler, header: RequestHeader) -> None:
         request_log.unsupported_version(self.broker, self.peer, header, handler)
-        header, response = unsupported_version_answer(handler, header, self.broker.handlers)
+        if handler.spec.key != API_VERSIONS_KEY:  # ApiVersions is answered at v0 below
+            # Kafka's SocketServer closes a connection whose request is at a version it does
+            # not enable (parseRequestHeader): an answer in another version's layout, as
+            # this was, left old clients waiting on bytes they could not read.
+            version = f"v{header.api_version} of {handler.spec.name}"
+            self.abort(f"unsupported {version}", logged=False)
+            return
+        header, response = api_versions_fallback(header, self.broker.handlers)
         if self.broker.request_log is not None:
             self.broker.request_log.answered(self.peer, header, handler.spec, None, response, 0.0)
         self._enqueue(

@@ -184,8 +184,9 @@ def refused(
 
 
 def unsupported_version(broker: Broker, peer: str, header: RequestHeader, handler: Handler) -> None:
-    """A version outside the range we advertise (ApiVersions excepted: answering it at v0 is
-    how versions are negotiated, KIP-511)."""
+    """A version outside the range we advertise: the connection is closed, as Kafka's
+    SocketServer closes it, and this line is the only word of it (ApiVersions excepted:
+    answering it at v0 is how versions are negotiated, KIP-511)."""
     if handler.spec.key == API_VERSIONS_KEY:
         return
     broker.refusals.note(
@@ -194,7 +195,7 @@ def unsupported_version(broker: Broker, peer: str, header: RequestHeader, handle
         handler.spec.name,
         header.api_version,
         "UNSUPPORTED_VERSION",
-        f"minicoord serves v{handler.min_version}-{handler.max_version}",
+        f"minicoord serves v{handler.min_version}-{handler.max_version}; connection closed",
     )
 
 

@@ -147,13 +147,14 @@ async def test_refusals_are_logged_once_per_client_and_reason_in_a_burst(
         for _ in range(BURST):  # a client retrying an API it should not use, reconnecting
             await _unserved(port, "looper")
         await _unserved(port, "other")
+        heartbeat = HeartbeatRequest(
+            version=4, group_id="g", generation_id=1, member_id="m", group_instance_id=None
+        )
+        for _ in range(BURST):  # a version we do not serve: the connection is closed
+            async with await ProtocolClient.connect("127.0.0.1", port, "looper") as client:
+                with pytest.raises(ConnectionClosed):
+                    await asyncio.wait_for(client.request_raw(_at_version(heartbeat, 9), 2), 5)
         async with await ProtocolClient.connect("127.0.0.1", port, "looper") as client:
-            heartbeat = HeartbeatRequest(
-                version=4, group_id="g", generation_id=1, member_id="m", group_instance_id=None
-            )
-            for _ in range(BURST):  # a version we do not serve: answered UNSUPPORTED_VERSION
-                answer = await asyncio.wait_for(client.request_raw(_at_version(heartbeat, 9), 2), 5)
-                assert struct.unpack_from(">h", answer, 9)[0] == 35
             for _ in range(BURST):  # refused by the coordinator: an unknown server assignor
                 answer = await asyncio.wait_for(client.request(_joining("no-such-assignor"), 1), 5)
                 assert answer.error_code == 112  # UNSUPPORTED_ASSIGNOR
@@ -174,7 +175,9 @@ async def test_refusals_are_logged_once_per_client_and_reason_in_a_burst(
         assert "API key 57 is not one minicoord serves" in refusals[0].getMessage()
         assert "connection closed" in refusals[0].getMessage()
         assert refusals[2].getMessage().startswith("refused Heartbeat v9 from 127.0.0.1:")
-        assert "UNSUPPORTED_VERSION (minicoord serves v0-4)" in refusals[2].getMessage()
+        assert "UNSUPPORTED_VERSION (minicoord serves v0-4; connection closed)" in (
+            refusals[2].getMessage()
+        )
         # When the window has passed, the next one is logged with the count held back.
         server.broker.refusals.window_s = 0
         await _unserved(port, "looper")

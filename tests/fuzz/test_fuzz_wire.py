@@ -195,7 +195,7 @@ def test_mutated_produce_requests_append_only_what_they_acknowledge(
         # A mutated API key makes it another API's request (answered as that API: the SASL
         # APIs, for one, answer where an unknown key used to close), which appends nothing.
         other_api = struct.unpack_from(">h", frame, 4)[0] != 0
-        if other_api or not 3 <= version <= 13:  # or answered UNSUPPORTED_VERSION, unhandled
+        if other_api or not 3 <= version <= 13:  # another API, or a version outside ours
             assert not grown, grown
             transport.close()
             return
