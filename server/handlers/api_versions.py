@@ -4,7 +4,9 @@ v0 lists each API with its version range; v1 adds throttle time; v3 is flexible 
 the client's software name and version (KIP-511), and the features: `group.version` is
 finalized at 1 (KIP-848's consumer protocol is on); v4 only lets clients say they accept an
 UNSUPPORTED_VERSION answer at v0 — which every version gets anyway. The list comes from the
-handler registry: an API is advertised because a handler for it exists.
+handler registry: an API is advertised because a handler for it exists. A v3+ request whose
+software name or version is not KIP-511's `[a-zA-Z0-9](?:[a-zA-Z0-9-.]*[a-zA-Z0-9])?` is
+INVALID_REQUEST, as in Kafka.
 
 The answer to an ApiVersions version we do not serve (v0 with UNSUPPORTED_VERSION and the full
 list, so the client can retry) is produced by the connection, before any decoding.
@@ -12,6 +14,7 @@ list, so the client can retry) is produced by the connection, before any decodin
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from kafka.protocol.metadata import ApiVersionsResponse
@@ -21,6 +24,9 @@ from minicoord.server.handlers.base import Handler, RequestContext
 
 API_KEY = 18
 
+
+# KIP-511: what a v3+ client may call its software and version (ApiVersionsRequest.isValid).
+SOFTWARE = re.compile(r"[a-zA-Z0-9](?:[a-zA-Z0-9\-.]*[a-zA-Z0-9])?")
 
 # The feature KIP-848 consumer groups depend on: level 1 enables the consumer protocol.
 GROUP_VERSION = "group.version"
@@ -59,6 +65,12 @@ def build(version: int, error: ErrorCode, api_keys: list[Any]) -> Any:
 
 
 def handle(ctx: RequestContext, request: Any) -> Any:
+    if ctx.version >= 3 and not (
+        SOFTWARE.fullmatch(request.client_software_name or "")
+        and SOFTWARE.fullmatch(request.client_software_version or "")
+    ):
+        # Kafka's KafkaApis answers INVALID_REQUEST, with no list, and keeps the connection.
+        return build(ctx.version, ErrorCode.INVALID_REQUEST, [])
     return build(ctx.version, ErrorCode.NONE, ctx.broker.handlers.api_versions())
 
 

@@ -118,7 +118,14 @@ async def test_nothing_is_logged_or_timed_per_request_while_debug_is_off(
     async with Server(Config(), "127.0.0.1", 0, topics=[(TOPIC, 1)]) as server:
         assert server.broker.request_log is None
         async with await ProtocolClient.connect("127.0.0.1", server.port, "quiet") as client:
-            await asyncio.wait_for(client.request(ApiVersionsRequest(version=3)), 5)
+            await asyncio.wait_for(
+                client.request(
+                    ApiVersionsRequest(
+                        version=3, client_software_name="t", client_software_version="1"
+                    )
+                ),
+                5,
+            )
             heartbeat = HeartbeatRequest(
                 version=4, group_id="g", generation_id=1, member_id="m", group_instance_id=None
             )
@@ -280,7 +287,14 @@ def test_json_log_lines_parse() -> None:
 
         async def traffic() -> None:
             async with await ProtocolClient.connect("127.0.0.1", proc.port, "json-client") as c:
-                await asyncio.wait_for(c.request(ApiVersionsRequest(version=3)), 5)
+                await asyncio.wait_for(
+                    c.request(
+                        ApiVersionsRequest(
+                            version=3, client_software_name="t", client_software_version="1"
+                        )
+                    ),
+                    5,
+                )
             await _unserved(proc.port, "json-client")
 
         asyncio.run(traffic())

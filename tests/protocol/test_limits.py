@@ -169,7 +169,14 @@ async def test_a_field_that_runs_past_its_frame_closes_the_connection(
         assert await closed_within(reader, 5)
         writer.close()
         async with await ProtocolClient.connect("127.0.0.1", server.port) as other:
-            assert (await other.request(ApiVersionsRequest(version=3), 3)).error_code == 0
+            assert (
+                await other.request(
+                    ApiVersionsRequest(
+                        version=3, client_software_name="t", client_software_version="1"
+                    ),
+                    3,
+                )
+            ).error_code == 0
     closing = [r.getMessage() for r in caplog.records if "closing connection" in r.getMessage()]
     assert any(
         "undecodable Produce v7 request" in line and "past the end of its frame" in line

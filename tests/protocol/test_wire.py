@@ -814,3 +814,37 @@ async def test_fetch_sessions_are_decided_by_the_epoch_as_kafka(
     assert (answer.error_code, answer.session_id) == (expected, 0)
     served = [p.error_code for t in answer.responses for p in t.partitions]
     assert served == ([] if expected else [ErrorCode.NONE])
+
+
+@pytest.mark.parametrize(
+    ("name", "version", "valid"),
+    [
+        ("librdkafka", "2.16.0", True),
+        ("apache-kafka-java", "4.0.0-SNAPSHOT", True),
+        ("", "1", False),
+        ("-bad", "1", False),
+        ("my client", "1", False),
+        ("ok", "1.0-", False),
+    ],
+)
+async def test_api_versions_checks_the_client_software_as_kip_511(
+    raw_client: ProtocolClient, name: str, version: str, valid: bool
+) -> None:
+    # ApiVersionsRequest.isValid: an invalid name or version is INVALID_REQUEST with no list,
+    # in the request's version (kafka-python decodes an error answer as v0, so this reads
+    # the bytes), and the connection stays open.
+    def compact(text: str) -> bytes:
+        return bytes([len(text) + 1]) + text.encode()
+
+    header = struct.pack(">hhih", 18, 3, 7, 3) + b"raw" + b"\x00"
+    body = await asyncio.wait_for(
+        raw_client.request_raw(header + compact(name) + compact(version) + b"\x00", 7), 5
+    )
+    correlation, error = struct.unpack_from(">ih", body, 0)
+    assert correlation == 7
+    if valid:
+        assert error == ErrorCode.NONE and body[6] == len(SPECS) + 1  # compact array length
+    else:
+        assert (error, body[6:]) == (ErrorCode.INVALID_REQUEST, b"\x01" + bytes(4) + b"\x00")
+    again = ApiVersionsRequest(version=3, client_software_name="t", client_software_version="1")
+    assert (await asyncio.wait_for(raw_client.request(again, 3), 5)).error_code == ErrorCode.NONE
