@@ -64,6 +64,13 @@ def load_handler(api_key: int) -> Handler:
     return handler
 
 
+# Advertised from a lower version than served, as Kafka 4 advertises Produce from v0 though it
+# serves v3+ (KAFKA-18659): librdkafka before 2.12 compresses with gzip, snappy or lz4 only
+# when the broker lists Produce v0. Clients pick the highest common version; a request below
+# the served range closes its connection, as in Kafka.
+ADVERTISED_FROM = {0: 0}
+
+
 class HandlerRegistry:
     __slots__ = ("_api_versions", "_lazy", "loaded")
 
@@ -97,7 +104,9 @@ class HandlerRegistry:
             from kafka.protocol.metadata import ApiVersionsResponse
 
             self._api_versions = [
-                ApiVersionsResponse.ApiVersion(api_key=key, min_version=low, max_version=high)
+                ApiVersionsResponse.ApiVersion(
+                    api_key=key, min_version=ADVERTISED_FROM.get(key, low), max_version=high
+                )
                 for key, low, high in self.versions()
             ]
         return self._api_versions
