@@ -65,9 +65,9 @@ def load_handler(api_key: int) -> Handler:
 
 
 # Advertised from a lower version than served, as Kafka 4 advertises Produce from v0 though it
-# serves v3+ (KAFKA-18659): librdkafka before 2.12 compresses with gzip, snappy or lz4 only
-# when the broker lists Produce v0. Clients pick the highest common version; a request below
-# the served range closes its connection, as in Kafka.
+# serves v3+ (KAFKA-18659): older librdkafka (librdkafka#4956) compresses with gzip, snappy or
+# lz4 only when the broker lists Produce v0. Clients pick the highest common version; a request
+# below the served range closes its connection, as in Kafka.
 ADVERTISED_FROM = {0: 0}
 
 

@@ -213,7 +213,7 @@ def produce_and_consume_with_kcat(
         log = kcat_produce(kcat, bootstrap, messages, codec)
         # librdkafka's eos debug line: the idempotent producer was given an id.
         assert "-> PID{Id:" in log, log[-2000:]
-        # librdkafka before 2.12 sends gzip, snappy and lz4 only to a broker listing Produce
+        # Older librdkafka sends gzip, snappy and lz4 only to a broker listing Produce
         # v0, and says so when it falls back (KAFKA-18659; minicoord lists v0 as Kafka 4 does).
         assert "not compressing" not in log, log[-2000:]
         produced += messages
