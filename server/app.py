@@ -32,6 +32,7 @@ if TYPE_CHECKING:
     from minicoord.storage.cleaner import CleanResult
 
 log = logging.getLogger("minicoord.server")
+log_connection = logging.getLogger("minicoord.connection")
 
 # Under log.flush.policy=none, how often buffered records are written to the OS.
 BUFFERED_WRITE_INTERVAL_S = 1.0
@@ -371,10 +372,22 @@ class Server:
             for conn in list(self.broker.connections):
                 conn.quiet_sweeps += 1
                 if conn.quiet_sweeps >= closing_sweeps and conn.idle:
-                    conn.abort(
+                    reason = (
                         f"idle for more than connections.max.idle.ms="
                         f"{self.config.connections_max_idle_ms}"
                     )
+                    if conn.mid_request:  # a request that stopped arriving: worth a warning
+                        conn.abort(f"{reason}, part of a request unread")
+                    else:
+                        # A client that keeps a connection it does not use (librdkafka does)
+                        # is no news: DEBUG, as Kafka logs its idle closes at TRACE.
+                        log_connection.debug(
+                            "closing connection from %s (client id %r): %s",
+                            conn.peer,
+                            conn.client_id,
+                            reason,
+                        )
+                        conn.abort(reason, logged=False)
 
     async def _write_buffered_periodically(self) -> None:
         # On a fixed cadence, not a sleep after each write: the write's own time and a late

@@ -298,6 +298,11 @@ class KafkaConnection(asyncio.Protocol):
         """No answer pending: only then may a quiet connection be closed as idle."""
         return not self._queue
 
+    @property
+    def mid_request(self) -> bool:
+        """Part of a request has arrived, and not the rest."""
+        return self._reader is not None and self._reader.buffered > 0
+
     # -- requests -------------------------------------------------------------------------
 
     def _dispatch(self, frame: bytes) -> None:
