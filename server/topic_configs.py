@@ -8,7 +8,8 @@ its value came from, as Kafka does.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import re
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from enum import IntEnum
 from typing import Any
@@ -47,6 +48,8 @@ class ConfigDef:
     minimum: float | None = None
     maximum: float | None = None
     choices: tuple[str, ...] = ()
+    # A rule of Kafka's own validator beyond range and choices: what is wrong, or None.
+    check: Callable[[Any], str | None] | None = None
 
     def parse(self, raw: str) -> Any:
         """The typed value; ValueError with Kafka's wording when it is not valid."""
@@ -69,10 +72,13 @@ class ConfigDef:
             else:
                 value = text
         except ValueError:
-            raise ValueError(
-                f"Invalid value {raw} for configuration {self.name}: Not a valid "
-                f"{self.type.name.lower()}"
-            ) from None
+            # ConfigDef.parseType's words.
+            what = (
+                "Expected value to be either true or false"
+                if self.type is ConfigType.BOOLEAN
+                else f"Not a number of type {self.type.name}"
+            )
+            raise ValueError(f"Invalid value {raw} for configuration {self.name}: {what}") from None
         items = value if self.type is ConfigType.LIST else (value,)
         for item in items:
             if self.choices and item not in self.choices:
@@ -90,11 +96,35 @@ class ConfigDef:
                     f"Invalid value {raw} for configuration {self.name}: Value must be no "
                     f"more than {_number(self.maximum)}"
                 )
+        if self.check is not None:
+            problem = self.check(value)
+            if problem is not None:
+                raise ValueError(f"Invalid value {raw} for configuration {self.name}: {problem}")
         return value
 
 
 def _number(x: float) -> str:
     return str(int(x)) if float(x).is_integer() else str(x)
+
+
+def _gzip_level(level: int) -> str | None:
+    # CompressionType.GZIP's levelValidator (Deflater's levels, or its default -1).
+    if level > 9 or (level < 1 and level != -1):
+        return "Value must be between 1 and 9 or equal to -1"
+    return None
+
+
+def _throttled_replicas(name: str) -> Callable[[Any], str | None]:
+    # ThrottledReplicaListValidator: `*`, or partition:broker pairs.
+    def check(items: tuple[str, ...]) -> str | None:
+        if "".join(items) == "*" or all(re.fullmatch(r"[0-9]+:[0-9]+", i) for i in items):
+            return None
+        return (
+            f"{name} must be the literal '*' or a list of replicas in the following format: "
+            "[partitionId]:[brokerId],[partitionId]:[brokerId],..."
+        )
+
+    return check
 
 
 def _defs(*defs: ConfigDef) -> dict[str, ConfigDef]:
@@ -118,7 +148,8 @@ TOPIC_CONFIGS: dict[str, ConfigDef] = _defs(
     ConfigDef("compression.type", S, "producer", "The final compression type for a topic.",
               "compression.type",
               choices=("uncompressed", "zstd", "lz4", "snappy", "gzip", "producer")),
-    ConfigDef("compression.gzip.level", INT, "-1", "The compression level for gzip."),
+    ConfigDef("compression.gzip.level", INT, "-1", "The compression level for gzip.",
+              check=_gzip_level),
     ConfigDef("compression.lz4.level", INT, "9", "The compression level for lz4.", None, 1, 17),
     ConfigDef("compression.zstd.level", INT, "3", "The compression level for zstd.", None,
               -131072, 22),
@@ -129,10 +160,12 @@ TOPIC_CONFIGS: dict[str, ConfigDef] = _defs(
     ConfigDef("flush.messages", L, str(LONG_MAX), "Messages after which a log is fsync'd.",
               None, 1),
     ConfigDef("flush.ms", L, str(LONG_MAX), "Time after which a log is fsync'd.", None, 0),
-    ConfigDef("follower.replication.throttled.replicas", LI, "", "Replicas to throttle."),
+    ConfigDef("follower.replication.throttled.replicas", LI, "", "Replicas to throttle.",
+              check=_throttled_replicas("follower.replication.throttled.replicas")),
     ConfigDef("index.interval.bytes", INT, "4096", "How frequently an offset index entry is "
               "added.", None, 0),
-    ConfigDef("leader.replication.throttled.replicas", LI, "", "Replicas to throttle."),
+    ConfigDef("leader.replication.throttled.replicas", LI, "", "Replicas to throttle.",
+              check=_throttled_replicas("leader.replication.throttled.replicas")),
     ConfigDef("local.retention.bytes", L, "-2", "Local log size kept with tiered storage.",
               None, -2),
     ConfigDef("local.retention.ms", L, "-2", "Local log age kept with tiered storage.", None, -2),

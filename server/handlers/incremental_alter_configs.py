@@ -123,9 +123,13 @@ def alter_resource(
 def _altered(overrides: dict[str, str], changes: Any) -> dict[str, str]:
     for c in changes:
         definition = TOPIC_CONFIGS.get(c.name)
+        op = c.config_operation
+        if definition is None and op == DELETE and c.name not in overrides:
+            # Deleting what is not there changes nothing, and Kafka's controller validates
+            # only the configs a change leaves (ConfigurationControlManager): no error.
+            continue
         if definition is None:
             raise InvalidConfig(f"Unknown topic config name: {c.name}")
-        op = c.config_operation
         if op == SET:
             overrides[c.name] = c.value  # not null: refused before (_malformed)
         elif op == DELETE:

@@ -150,3 +150,47 @@ async def test_malformed_config_changes_are_invalid_request_and_change_nothing()
             lambda: {n: broker.topics.config_of(broker.topics.get(n)).overrides for n in "tu"}
         )
         assert overrides == {"t": {}, "u": {"retention.ms": "9000"}}
+
+
+@pytest.mark.asyncio
+async def test_config_values_are_checked_with_kafkas_validators_and_words() -> None:
+    # LogConfig's validators (gzip levels, throttled-replica lists), ConfigDef.parseType's
+    # words for a wrong type, and a DELETE of an unknown name changing nothing (no error).
+    with running(topics=[("t", 1)]) as server:
+        host, port = server.bootstrap.rsplit(":", 1)
+        async with await ProtocolClient.connect(host, int(port)) as client:
+
+            async def incremental(*changes: Any) -> tuple[int, str | None]:
+                answer = await client.request(_incremental(("t", list(changes))), 1)
+                (r,) = answer.responses
+                return r.error_code, r.error_message
+
+            invalid = ErrorCode.INVALID_CONFIG
+            assert await incremental(("compression.gzip.level", SET, "42")) == (
+                invalid,
+                "Invalid value 42 for configuration compression.gzip.level: Value must be "
+                "between 1 and 9 or equal to -1",
+            )
+            assert await incremental(("compression.gzip.level", SET, "9")) == (0, None)
+            code, message = await incremental(
+                ("leader.replication.throttled.replicas", SET, "garbage")
+            )
+            assert code == invalid and message is not None and "must be the literal '*'" in message
+            assert await incremental(("leader.replication.throttled.replicas", SET, "0:0")) == (
+                0,
+                None,
+            )
+            assert await incremental(("retention.ms", SET, "soon")) == (
+                invalid,
+                "Invalid value soon for configuration retention.ms: Not a number of type LONG",
+            )
+            assert await incremental(("preallocate", SET, "yes")) == (
+                invalid,
+                "Invalid value yes for configuration preallocate: Expected value to be either "
+                "true or false",
+            )
+            assert await incremental(("no.such.config", DELETE, None)) == (0, None)
+            assert await incremental(("no.such.config", SET, "1")) == (
+                invalid,
+                "Unknown topic config name: no.such.config",
+            )
