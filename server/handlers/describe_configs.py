@@ -8,6 +8,7 @@ config minicoord has, read-only (they are set at start). v4 is flexible.
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from kafka.protocol.admin import DescribeConfigsResponse
@@ -20,6 +21,8 @@ from minicoord.server.topic_configs import ConfigSource, ConfigType
 from minicoord.server.topics import topic_name_error
 
 API_KEY = 32
+# What Java's Integer.parseInt takes (Python's int() takes more: spaces, underscores).
+_JAVA_INT = re.compile(r"[+-]?[0-9]{1,10}")
 RESOURCE_TOPIC = 2
 RESOURCE_BROKER = 4
 ResultCls = DescribeConfigsResponse.DescribeConfigsResult
@@ -65,11 +68,19 @@ def handle(ctx: RequestContext, request: Any) -> Any:
                     for e in ctx.broker.topics.config_of(topic).describe(keys)
                 ]
         elif r.resource_type == RESOURCE_BROKER:
-            if r.resource_name == "":
+            node = ctx.broker.config.broker_id
+            if not r.resource_name:
                 configs = []  # no cluster-wide dynamic defaults
-            elif r.resource_name != str(ctx.broker.config.broker_id):
+            elif not _JAVA_INT.fullmatch(r.resource_name):
+                # ConfigHelper.resourceNameToBrokerId: Java's Integer.parseInt, so "00" is 0.
                 error = ErrorCode.INVALID_REQUEST
-                message = f"Unexpected broker id, expected {ctx.broker.config.broker_id}"
+                message = f"Broker id must be an integer, but it is: {r.resource_name}"
+            elif int(r.resource_name) != node:
+                error = ErrorCode.INVALID_REQUEST
+                message = (
+                    f"Unexpected broker id, expected {node} or empty string, but received "
+                    f"{r.resource_name}"
+                )
             else:
                 configs = _broker_entries(ctx.broker.config, keys, synonyms, documentation)
         else:

@@ -11,6 +11,7 @@ import pytest
 from kafka.protocol.admin import (
     AlterConfigsRequest,
     CreateTopicsRequest,
+    DescribeConfigsRequest,
     IncrementalAlterConfigsRequest,
 )
 from minicoord.clients.connection import ProtocolClient
@@ -194,3 +195,34 @@ async def test_config_values_are_checked_with_kafkas_validators_and_words() -> N
                 invalid,
                 "Unknown topic config name: no.such.config",
             )
+
+
+@pytest.mark.asyncio
+async def test_broker_resource_names_are_read_as_kafka_reads_them() -> None:
+    # ConfigHelper.resourceNameToBrokerId: Java's Integer.parseInt ("00" is broker 0).
+    with running() as server:
+        host, port = server.bootstrap.rsplit(":", 1)
+        async with await ProtocolClient.connect(host, int(port)) as client:
+            resource = DescribeConfigsRequest.DescribeConfigsResource
+            asked = [
+                resource(resource_type=4, resource_name=name, configuration_keys=["broker.id"])
+                for name in ("0", "00", "abc", "5", "0_0")
+            ]
+            answer = await client.request(
+                DescribeConfigsRequest(
+                    version=4,
+                    resources=asked,
+                    include_synonyms=False,
+                    include_documentation=False,
+                ),
+                4,
+            )
+            got = [(r.resource_name, r.error_code, r.error_message) for r in answer.results]
+            assert got == [
+                ("0", 0, None),
+                ("00", 0, None),
+                ("abc", 42, "Broker id must be an integer, but it is: abc"),
+                ("5", 42, "Unexpected broker id, expected 0 or empty string, but received 5"),
+                ("0_0", 42, "Broker id must be an integer, but it is: 0_0"),
+            ]
+            assert [c.value for c in answer.results[1].configs] == ["0"]
