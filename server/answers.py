@@ -51,11 +51,13 @@ def encode_response(version: int, correlation_id: int, spec: ApiSpec, response: 
 def api_versions_fallback(
     header: RequestHeader, handlers: HandlerRegistry
 ) -> tuple[RequestHeader, Any]:
-    """The answer to ApiVersions at a version we do not serve (KIP-511): v0, with our whole
-    list, so the client can retry at a version we serve."""
+    """The answer to ApiVersions at a version we do not serve (KIP-511): v0, listing only
+    ApiVersions' own versions, as Kafka's getErrorResponse does, so the client can retry at
+    one we serve."""
     from minicoord.server.handlers import api_versions
 
-    response = api_versions.build(0, ErrorCode.UNSUPPORTED_VERSION, handlers.api_versions())
+    own = [v for v in handlers.api_versions() if v.api_key == API_VERSIONS_KEY]
+    response = api_versions.build(0, ErrorCode.UNSUPPORTED_VERSION, own)
     return RequestHeader(header.api_key, 0, header.correlation_id, header.client_id), response
 
 

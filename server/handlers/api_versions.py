@@ -8,8 +8,9 @@ handler registry: an API is advertised because a handler for it exists. A v3+ re
 software name or version is not KIP-511's `[a-zA-Z0-9](?:[a-zA-Z0-9-.]*[a-zA-Z0-9])?` is
 INVALID_REQUEST, as in Kafka.
 
-The answer to an ApiVersions version we do not serve (v0 with UNSUPPORTED_VERSION and the full
-list, so the client can retry) is produced by the connection, before any decoding.
+The answer to an ApiVersions version we do not serve (v0 with UNSUPPORTED_VERSION and
+ApiVersions' own range, so the client can retry) is produced by the connection, before any
+decoding.
 """
 
 from __future__ import annotations
