@@ -32,7 +32,6 @@ if TYPE_CHECKING:
     from minicoord.storage.cleaner import CleanResult
 
 log = logging.getLogger("minicoord.server")
-log_connection = logging.getLogger("minicoord.connection")
 
 # Under log.flush.policy=none, how often buffered records are written to the OS.
 BUFFERED_WRITE_INTERVAL_S = 1.0
@@ -381,13 +380,7 @@ class Server:
                     else:
                         # A client that keeps a connection it does not use (librdkafka does)
                         # is no news: DEBUG, as Kafka logs its idle closes at TRACE.
-                        log_connection.debug(
-                            "closing connection from %s (client id %r): %s",
-                            conn.peer,
-                            conn.client_id,
-                            reason,
-                        )
-                        conn.abort(reason, logged=False)
+                        conn.abort(reason, level=logging.DEBUG)
 
     async def _write_buffered_periodically(self) -> None:
         # On a fixed cadence, not a sleep after each write: the write's own time and a late

@@ -523,13 +523,17 @@ class KafkaConnection(asyncio.Protocol):
             # Interned: the coordinator's member records of this client share the one copy.
             self._client_id = sys.intern(client_id) if client_id else client_id
 
-    def abort(self, reason: str, logged: bool = True) -> None:
+    def abort(self, reason: str, logged: bool = True, level: int = logging.WARNING) -> None:
         """Close the connection; `logged=False` when the caller has already said why."""
         if self.closed:
             return
         if logged:
-            log.warning(
-                "closing connection from %s (client id %r): %s", self.peer, self._client_id, reason
+            log.log(
+                level,
+                "closing connection from %s (client id %r): %s",
+                self.peer,
+                self._client_id,
+                reason,
             )
         self.closed = True
         self._queue = None
