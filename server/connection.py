@@ -77,6 +77,7 @@ class KafkaConnection(asyncio.Protocol):
         "_corked",
         "_corked_bytes",
         "_draining",
+        "_half_closed",
         "_max_frame",
         "_observe",
         "_peer_port",
@@ -126,6 +127,8 @@ class KafkaConnection(asyncio.Protocol):
         self._read_paused = False
         self._write_paused = False
         self._draining = False
+        # The client shut its side after its requests; closed once their answers are out.
+        self._half_closed = False
         # Idle-connection sweeps (connections.max.idle.ms) since this connection last read or
         # wrote: a small int stored per request, where a clock read would cost a call and a
         # float each time.
@@ -179,6 +182,16 @@ class KafkaConnection(asyncio.Protocol):
             if peer:
                 port = self._peer_port = peer[1]
         return f"{self.client_host[1:]}:{port}"
+
+    def eof_received(self) -> bool | None:
+        # The client shut its side (SHUT_WR) and may still read. Kafka reads no end of stream
+        # while a request is in hand (the channel is muted until its answer is sent), so the
+        # answers still due go out: keep the connection until they have. (A TLS transport
+        # cannot stay half-open and closes as before.)
+        if self._queue:
+            self._half_closed = True
+            return True
+        return None
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.closed = True
@@ -515,6 +528,9 @@ class KafkaConnection(asyncio.Protocol):
             self._emit(head.data if isinstance(head, ParkedReply) else head)  # type: ignore[arg-type]
         if not queue:
             self._queue = None
+            if self._half_closed:
+                self.abort("the client closed its side; its answers are sent", level=logging.DEBUG)
+                return
         if ready and self._read_paused:
             self._maybe_resume()
 

@@ -852,3 +852,33 @@ async def test_api_versions_checks_the_client_software_as_kip_511(
         assert (error, body[6:]) == (ErrorCode.INVALID_REQUEST, b"\x01" + bytes(4) + b"\x00")
     again = ApiVersionsRequest(version=3, client_software_name="t", client_software_version="1")
     assert (await asyncio.wait_for(raw_client.request(again, 3), 5)).error_code == ErrorCode.NONE
+
+
+async def test_a_client_that_shuts_its_side_still_gets_every_answer(
+    raw_client: ProtocolClient, inproc_server: Server
+) -> None:
+    # shutdown(SHUT_WR) after a long-polling Fetch and an ApiVersions behind it: Kafka reads
+    # no end of stream while a request is in hand, so both answers come, in order, then the
+    # close. The answers were dropped with the connection.
+    topic_id = inproc_server.broker.topics.get(TOPIC).topic_id
+    fetch, _ = _sample(1, 11, topic_id)
+    fetch.max_wait_ms = 300
+    frames = b""
+    for correlation, (request, version) in enumerate(
+        [(fetch, 11), (ApiVersionsRequest(version=0), 0)], start=41
+    ):
+        prepared = raw_client.prepare(request, version)
+        frames += prepared.head + struct.pack(">i", correlation) + prepared.tail
+    reader, writer = await asyncio.open_connection("127.0.0.1", inproc_server.port)
+    writer.write(frames)
+    await writer.drain()
+    writer.write_eof()
+    received = await asyncio.wait_for(reader.read(), 5)  # to the server's close
+    writer.close()
+    correlations = []
+    at = 0
+    while at < len(received):
+        (size, correlation) = struct.unpack_from(">ii", received, at)
+        correlations.append(correlation)
+        at += 4 + size
+    assert correlations == [41, 42]
