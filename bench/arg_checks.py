@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import argparse
 import math
+import os
 import socket
 import sys
 from collections.abc import Iterable
@@ -88,3 +89,39 @@ def server_error(exc: BaseException) -> str:
     lines = [line.strip() for line in str(exc).splitlines()]
     said = [line for line in lines[1:] if line]
     return said[-1] if said else (lines[0] if lines else type(exc).__name__)
+
+
+def add_peer_options(p: argparse.ArgumentParser, bootstrap_help: str, pid_for: str) -> None:
+    """--compare-bootstrap, --compare-pid and --compare-name, as `lean` and `footprint` take
+    them (`pid_for`: what the peer's pid is read for)."""
+    p.add_argument("--compare-bootstrap", metavar="HOST:PORT", help=bootstrap_help)
+    p.add_argument(
+        "--compare-pid",
+        type=int,
+        default=0,
+        metavar="PID",
+        help=f"the peer's pid when it runs on this host, for its {pid_for} (default: not measured)",
+    )
+    p.add_argument("--compare-name", default="peer", help="the peer's name in the output (peer)")
+
+
+def require_process(parser: argparse.ArgumentParser, pid: int) -> None:
+    """parser.error unless `pid` is a process on this host (its CPU or RSS is read there)."""
+    if not os.path.exists(f"/proc/{pid}/stat"):
+        parser.error(f"--compare-pid {pid}: no such process on this host")
+
+
+def peer_address(
+    parser: argparse.ArgumentParser, o: argparse.Namespace, taken: tuple[str, ...]
+) -> tuple[str, int] | None:
+    """The peer's address from the options of add_peer_options, checked (None: no peer);
+    `taken` are the names of the targets the command starts itself."""
+    require_at_least(parser, o, ("compare_pid",), 0)
+    address = address_arg(parser, "--compare-bootstrap", o.compare_bootstrap)
+    if o.compare_pid and address is None:
+        parser.error("--compare-pid is the --compare-bootstrap server's: give that too")
+    if o.compare_pid:
+        require_process(parser, o.compare_pid)
+    if address is not None and o.compare_name in taken:
+        parser.error(f"--compare-name {o.compare_name!r} is the name of another target")
+    return address

@@ -8,7 +8,6 @@ pyspark is imported only when a benchmark runs, so `minicoord serve` never loads
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 import time
 from collections.abc import Sequence
@@ -455,15 +454,20 @@ NOT_NEGATIVE = ("pause_ms", "start_spread_ms", "slots_timeout_s", "record_bytes"
 def check_values(parser: argparse.ArgumentParser, o: dict[str, Any]) -> None:
     """Numbers and addresses that cannot work, refused with parser.error before anything
     starts (`o`: the options with defaults)."""
-    from minicoord.bench.arg_checks import address_arg, require_at_least, require_positive
+    from minicoord.bench.arg_checks import (
+        address_arg,
+        require_at_least,
+        require_positive,
+        require_process,
+    )
 
     require_at_least(parser, o, COUNTS, 1)
     require_positive(parser, o, DURATIONS)
     require_at_least(parser, o, NOT_NEGATIVE, 0)
     address_arg(parser, "--bootstrap", o["bootstrap"])
     address_arg(parser, "--compare-bootstrap", o["compare_bootstrap"])
-    if o["compare_pid"] is not None and not os.path.exists(f"/proc/{o['compare_pid']}/stat"):
-        parser.error(f"--compare-pid {o['compare_pid']}: no such process on this host")
+    if o["compare_pid"] is not None:
+        require_process(parser, o["compare_pid"])
     if not o["bootstrap"] and o["server_config"]:
         # The server the bench would start refuses these at once, but only once Spark is up.
         from minicoord.server.config import Config, ConfigError

@@ -34,6 +34,7 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
+from minicoord.bench.arg_checks import add_peer_options
 from minicoord.bench.proc_stats import rss_kib
 from minicoord.server.process import ServerProcess
 
@@ -260,34 +261,19 @@ def build_parser() -> argparse.ArgumentParser:
         help="every group joins at once (together, the default) or one after another: "
         "the first leaves the free space of its peak in the server's allocator",
     )
-    p.add_argument("--compare-bootstrap", metavar="HOST:PORT", help="a peer to compare with")
-    p.add_argument(
-        "--compare-pid",
-        type=int,
-        default=0,
-        metavar="PID",
-        help="the peer's pid when it runs on this host, for its RSS (default: not measured)",
-    )
-    p.add_argument("--compare-name", default="peer", help="the peer's name in the output (peer)")
+    add_peer_options(p, "a peer to compare with", "RSS")
     return p
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     import uvloop
-    from minicoord.bench.arg_checks import address_arg, require_at_least, require_reachable
+    from minicoord.bench.arg_checks import peer_address, require_reachable
 
     parser = build_parser()
     o = parser.parse_args(argv)
     if o.starts < 1 or o.members < 1 or o.group_size < 1:
         parser.error("--starts, --members and --group-size must be positive")
-    require_at_least(parser, o, ("compare_pid",), 0)
-    address = address_arg(parser, "--compare-bootstrap", o.compare_bootstrap)
-    if o.compare_pid and address is None:
-        parser.error("--compare-pid is the --compare-bootstrap server's: give that too")
-    if o.compare_pid and rss_kib(o.compare_pid) is None:
-        parser.error(f"--compare-pid {o.compare_pid}: no such process on this host")
-    if address is not None and o.compare_name in ("minicoord", "bare"):
-        parser.error(f"--compare-name {o.compare_name!r} is the name of another target")
+    address = peer_address(parser, o, ("minicoord", "bare"))
     if address is not None:
         require_reachable(parser.prog, "--compare-bootstrap", address)
     # This process holds every member's connection, and each server the other end.

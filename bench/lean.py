@@ -22,13 +22,13 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import os
 import statistics
 import tempfile
 import time
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
+from minicoord.bench.arg_checks import add_peer_options
 from minicoord.bench.pump import Rate, Target, frame, pump
 
 TOPIC = "bench"
@@ -160,19 +160,9 @@ def build_parser() -> argparse.ArgumentParser:
         f"(kfake: -topics {TOPIC} -partitions {PARTITIONS}; minicoord: --topic "
         f"{TOPIC}:{PARTITIONS}).",
     )
-    p.add_argument(
-        "--compare-bootstrap",
-        metavar="HOST:PORT",
-        help=f"the peer to compare with (it needs topic {TOPIC} with {PARTITIONS} partitions)",
+    add_peer_options(
+        p, f"the peer to compare with (it needs topic {TOPIC} with {PARTITIONS} partitions)", "CPU"
     )
-    p.add_argument(
-        "--compare-pid",
-        type=int,
-        default=0,
-        metavar="PID",
-        help="the peer's pid when it runs on this host, for its CPU (default: not measured)",
-    )
-    p.add_argument("--compare-name", default="peer", help="the peer's name in the output (peer)")
     p.add_argument(
         "--api",
         default=",".join(APIS),
@@ -250,8 +240,8 @@ def check_peer(prog: str, host: str, port: int) -> None:
 
 def main(argv: Sequence[str] | None = None) -> int:
     from minicoord.bench.arg_checks import (
-        address_arg,
         fail,
+        peer_address,
         require_at_least,
         require_positive,
         server_error,
@@ -268,15 +258,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not apis:
         parser.error(f"--api names none of {','.join(APIS + EXTRA_APIS)}")
     require_at_least(parser, o, ("members", "procs", "rounds", "join_size"), 1)
-    require_at_least(parser, o, ("compare_pid",), 0)
     require_positive(parser, o, ("secs",))
-    peer = address_arg(parser, "--compare-bootstrap", o.compare_bootstrap)
-    if o.compare_pid and peer is None:
-        parser.error("--compare-pid is the --compare-bootstrap server's: give that too")
-    if o.compare_pid and not os.path.exists(f"/proc/{o.compare_pid}/stat"):
-        parser.error(f"--compare-pid {o.compare_pid}: no such process on this host")
-    if peer is not None and o.compare_name in ("minicoord", "minicoord-write"):
-        parser.error(f"--compare-name {o.compare_name!r} is the name of a minicoord target")
+    peer = peer_address(parser, o, ("minicoord", "minicoord-write"))
     if peer is not None:
         check_peer(parser.prog, *peer)
     # Members of every target wait idle while the others' rounds run: consumer-protocol
