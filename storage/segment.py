@@ -53,6 +53,7 @@ class Segment:
         "next_offset",
         "roll_timestamp",
         "size",
+        "untimed_at",
     )
 
     def __init__(self, base_offset: int) -> None:
@@ -64,6 +65,9 @@ class Segment:
         # The first batch's max timestamp: segment.ms counts from it (Kafka's
         # rollingBasedTimestamp), as max.compaction.lag.ms does (its first batch timestamp).
         self.roll_timestamp = -1
+        # When the last batch without a timestamp was noted (time.time()): a memory
+        # segment's age for retention while none of its records carries a timestamp.
+        self.untimed_at = 0.0
         self._index_offsets = array("q")
         self._index_positions = array("q")
         self._last_indexed = -INDEX_INTERVAL_BYTES
@@ -83,6 +87,8 @@ class Segment:
         if max_ts > self.max_timestamp:
             self.max_timestamp = max_ts
             self.max_timestamp_offset = base_offset
+        elif max_ts < 0:
+            self.untimed_at = time.time()  # rare (no producer timestamp): off the usual path
         self.next_offset = next_offset
         self.size = position + size
 
@@ -199,20 +205,20 @@ class Chunks:
 
 
 class MemorySegment(Segment):
-    __slots__ = ("_chunks", "_modified")
+    __slots__ = ("_chunks",)
 
     def __init__(self, base_offset: int, data: bytes = b"") -> None:
         super().__init__(base_offset)
         self._chunks = Chunks()
         self._chunks.append(data)
-        self._modified = time.time()
 
     def append(self, data: bytes | bytearray) -> None:
         self._chunks.append(data)
-        self._modified = time.time()
 
     def last_modified(self) -> int:
-        return int(self._modified * 1000)
+        # Asked only while no record here has a timestamp: then its last write is the last
+        # batch without one.
+        return int(self.untimed_at * 1000)
 
     def read(self, position: int, size: int) -> bytes:
         return self._chunks.read(position, size)

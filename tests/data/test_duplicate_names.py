@@ -126,31 +126,20 @@ async def test_raw_produce_and_fetch_naming_a_partition_twice() -> None:
         host, port = server.bootstrap.rsplit(":", 1)
         async with await ProtocolClient.connect(host, int(port)) as client:
             data = ProduceRequest.TopicProduceData
-            part = data.PartitionProduceData
-            produced = await client.request(
-                ProduceRequest(
-                    version=9,
-                    transactional_id=None,
-                    acks=-1,
-                    timeout_ms=5000,
-                    topic_data=[
-                        data(
-                            name="d",
-                            partition_data=[
-                                part(index=0, records=batch([(None, b"first")], timestamp=-1)),
-                                part(index=0, records=batch([(None, b"second")], timestamp=-1)),
-                                part(index=1, records=batch([(None, b"other")], timestamp=-1)),
-                            ],
-                        ),
-                        data(
-                            name="d",
-                            partition_data=[
-                                part(index=0, records=batch([(None, b"third")], timestamp=-1))
-                            ],
-                        ),
-                    ],
-                ),
-                9,
+
+            def part(index: int, value: bytes) -> Any:
+                records = batch([(None, value)], timestamp=-1)
+                return data.PartitionProduceData(index=index, records=records)
+
+            async def produce(*entries: list[Any]) -> Any:
+                topics = [data(name="d", partition_data=parts) for parts in entries]
+                request = ProduceRequest(
+                    version=9, transactional_id=None, acks=-1, timeout_ms=5000, topic_data=topics
+                )
+                return await client.request(request, 9)
+
+            produced = await produce(
+                [part(0, b"first"), part(0, b"second"), part(1, b"other")], [part(0, b"third")]
             )
             answers = [
                 (t.name, p.index, p.error_code, p.base_offset)
@@ -159,23 +148,7 @@ async def test_raw_produce_and_fetch_naming_a_partition_twice() -> None:
             ]
             assert answers == [("d", 1, 0, 0), ("d", 0, 0, 0)]
             for value in (b"a", b"b"):  # offsets 1 and 2 of partition 0
-                await client.request(
-                    ProduceRequest(
-                        version=9,
-                        transactional_id=None,
-                        acks=-1,
-                        timeout_ms=5000,
-                        topic_data=[
-                            data(
-                                name="d",
-                                partition_data=[
-                                    part(index=0, records=batch([(None, value)], timestamp=-1))
-                                ],
-                            )
-                        ],
-                    ),
-                    9,
-                )
+                await produce([part(0, value)])
 
             def at(partition: int, offset: int) -> Any:
                 return FetchRequest.FetchTopic.FetchPartition(

@@ -570,12 +570,17 @@ async def test_bad_input_closes_only_that_connection(inproc_server: Server, payl
         assert response.error_code == 0
 
 
+def _long_poll(server: Server) -> Any:
+    """A Fetch v11 that waits 300 ms for records that do not come: a parked answer."""
+    fetch, _ = _sample(1, 11, server.broker.topics.get(TOPIC).topic_id)
+    fetch.max_wait_ms = 300
+    return fetch
+
+
 async def test_responses_keep_request_order_behind_a_parked_reply(
     raw_client: ProtocolClient, inproc_server: Server
 ) -> None:
-    topic_id = inproc_server.broker.topics.get(TOPIC).topic_id
-    fetch, _ = _sample(1, 11, topic_id)
-    fetch.max_wait_ms = 300
+    fetch = _long_poll(inproc_server)
     order: list[str] = []
 
     async def tracked(name: str, request: Any, version: int) -> None:
@@ -860,9 +865,7 @@ async def test_a_client_that_shuts_its_side_still_gets_every_answer(
     # shutdown(SHUT_WR) after a long-polling Fetch and an ApiVersions behind it: Kafka reads
     # no end of stream while a request is in hand, so both answers come, in order, then the
     # close. The answers were dropped with the connection.
-    topic_id = inproc_server.broker.topics.get(TOPIC).topic_id
-    fetch, _ = _sample(1, 11, topic_id)
-    fetch.max_wait_ms = 300
+    fetch = _long_poll(inproc_server)
     frames = b""
     for correlation, (request, version) in enumerate(
         [(fetch, 11), (ApiVersionsRequest(version=0), 0)], start=41

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import time
 from pathlib import Path
 
 import pytest
@@ -431,16 +432,25 @@ def test_a_read_in_a_gap_compaction_left_at_a_segment_end_goes_on_to_the_next(
     assert plog.read(3, 1 << 20) == b""  # the high watermark
 
 
-def test_records_without_timestamps_expire_by_the_segments_age(tmp_path: Path) -> None:
+@pytest.mark.parametrize("on_disk", [True, False])
+def test_records_without_timestamps_expire_by_the_segments_age(
+    tmp_path: Path, on_disk: bool
+) -> None:
     # A producer may send no timestamp (-1). Kafka's retention.ms then goes by the segment
-    # file's mtime (LogSegment.largestTimestamp), so such records do not stay for ever.
-    plog = open_log(tmp_path, segment_bytes=1024)
+    # file's mtime (LogSegment.largestTimestamp), so such records do not stay for ever; a
+    # memory segment goes by when its last such batch came.
+    if on_disk:
+        plog = open_log(tmp_path, segment_bytes=1024)
+    else:
+        plog = PartitionLog(None, "t-7", 1024)
+        plog.open()
     for i in range(40):
         append(plog, [commit("g", 0, i)], timestamp=-1)
     assert len(plog.segments) > 2
     closed = plog.segments[:-1]
     assert all(s.max_timestamp == -1 for s in closed)
     written_ms = max(s.last_modified() for s in plog.segments)
+    assert abs(written_ms - time.time() * 1000) < 60_000  # when they were written: now
     assert plog.apply_retention(written_ms + 500, 1_000, -1) == []
     dropped = plog.apply_retention(written_ms + 5_000, 1_000, -1)
     assert len(dropped) == len(closed) + 1  # the active one too: every record expired
