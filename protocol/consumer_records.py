@@ -208,7 +208,7 @@ def regex_value(topics: Iterable[str], version: int, timestamp: int) -> bytes:
     return _value(
         ConsumerGroupRegularExpressionValue,
         topics=sorted(topics),
-        version=version,
+        resolved_version=version,
         timestamp=timestamp,
     )
 

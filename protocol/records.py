@@ -207,6 +207,14 @@ def record_type(key: bytes) -> int:
     return int(_H.unpack_from(key, 0)[0])
 
 
+class UnknownRecordType(ValueError):
+    """A `__consumer_offsets` key of a type this server does not know (another version's)."""
+
+    def __init__(self, rtype: int) -> None:
+        super().__init__(f"unknown __consumer_offsets record type {rtype}")
+        self.rtype = rtype
+
+
 def decode_key(key: bytes) -> Any:
     """Decode a record key by its leading type, as Kafka's loader does."""
     rtype = record_type(key)
@@ -216,7 +224,7 @@ def decode_key(key: bytes) -> Any:
         return classic_records.GroupMetadataKey.decode(key)
     if rtype in consumer_records.TYPES:
         return consumer_records.decode_key(rtype, key)
-    raise ValueError(f"unknown __consumer_offsets record type {rtype}")
+    raise UnknownRecordType(rtype)
 
 
 def decode_value(key: Any, value: bytes) -> Any:

@@ -101,18 +101,11 @@ async def load_logs(
             plog, replay = await loop.run_in_executor(
                 pool, read_offsets_partition, logs, partition, segment_bytes
             )
-        except CorruptLog as exc:
-            log.error(
-                "offsets partition %d is not served: %s (its groups get "
-                "COORDINATOR_NOT_AVAILABLE; `minicoord log verify` reports the damage)",
-                partition,
-                exc,
-            )
-            broker.coordinator.fail_loading(partition)
-            broker.data.unavailable[(OFFSETS_TOPIC, partition)] = ErrorCode.KAFKA_STORAGE_ERROR
+            broker.coordinator.finish_loading(replay, broker.now())
+        except Exception as exc:
+            _offsets_not_served(broker, partition, exc)
             continue
         broker.data.install(offsets, partition, plog)
-        broker.coordinator.finish_loading(replay, broker.now())
         broker.rearm()
         log.log(
             logging.INFO if replay.records else logging.DEBUG,
@@ -132,13 +125,15 @@ async def load_logs(
             plog, producers = await loop.run_in_executor(
                 pool, open_topic_partition, logs, topic, index, broker.data.segment_bytes(topic)
             )
-        except CorruptLog as exc:
+        except Exception as exc:
+            # One partition that cannot be read is not served; the rest load and serve.
             log.error(
                 "%s-%d is not served: %s (its requests get KAFKA_STORAGE_ERROR; "
                 "`minicoord log verify` reports the damage)",
                 topic.name,
                 index,
-                exc,
+                _reason(exc),
+                exc_info=not isinstance(exc, CorruptLog),
             )
             broker.data.unavailable[(topic.name, index)] = ErrorCode.KAFKA_STORAGE_ERROR
             continue
@@ -155,3 +150,22 @@ async def load_logs(
             plog.size_bytes,
             (time.perf_counter() - started) * 1000,
         )
+
+
+def _offsets_not_served(broker: Broker, partition: int, exc: Exception) -> None:
+    """An offsets partition whose log is damaged, or whose records do not replay (which
+    Kafka's loader also gives up on), is not served; the other partitions load and serve."""
+    log.error(
+        "offsets partition %d is not served: %s (its groups get COORDINATOR_NOT_AVAILABLE; "
+        "`minicoord log verify` reports the damage)",
+        partition,
+        _reason(exc),
+        # A record that does not replay is our bug, not the disk's: its traceback is wanted.
+        exc_info=not isinstance(exc, CorruptLog),
+    )
+    broker.coordinator.fail_loading(partition)
+    broker.data.unavailable[(OFFSETS_TOPIC, partition)] = ErrorCode.KAFKA_STORAGE_ERROR
+
+
+def _reason(exc: Exception) -> str:
+    return str(exc) if isinstance(exc, CorruptLog) else f"loading it failed ({exc!r})"

@@ -9,15 +9,18 @@ members that never come back are expired by their session timeouts.
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass, field
 from typing import Any
 
 from minicoord.protocol import consumer_records as cr
-from minicoord.protocol.records import decode_key, decode_value, record_type
+from minicoord.protocol.records import UnknownRecordType, decode_key, decode_value, record_type
 from minicoord.server.coordinator.group import Group
 from minicoord.server.coordinator.member import Member
 from minicoord.server.coordinator.offsets import CommittedOffset
 from minicoord.server.coordinator.state import GroupState
+
+log = logging.getLogger("minicoord.loading")
 
 
 class PartitionReplay:
@@ -44,11 +47,19 @@ class PartitionReplay:
         # Imported here: the generated record classes are built on first use, not at start.
         from minicoord.protocol.classic_records import OffsetCommitKey
 
+        unknown: dict[int, int] = {}
         for key, value in self.latest.items():
             if value is None:
                 continue
             rtype = record_type(key)
-            decoded = decode_key(key)
+            try:
+                decoded = decode_key(key)
+            except UnknownRecordType:
+                # As Kafka's loader: skipped with a warning (a later version's record, say,
+                # left by an aborted upgrade). Any other record that fails to decode fails
+                # the partition's load.
+                unknown[rtype] = unknown.get(rtype, 0) + 1
+                continue
             v = decode_value(decoded, value)
             if rtype in cr.TYPES:
                 records = self.consumer_groups.setdefault(decoded.group_id, ConsumerGroupRecords())
@@ -62,6 +73,13 @@ class PartitionReplay:
             else:
                 self.groups[decoded.group] = v
         self.latest = {}
+        for rtype, count in sorted(unknown.items()):
+            log.warning(
+                "offsets partition %d: %d records of unknown type %d ignored",
+                self.partition,
+                count,
+                rtype,
+            )
 
 
 def rebuild_group(group_id: str, partition: int, value: Any, now: int) -> Group:

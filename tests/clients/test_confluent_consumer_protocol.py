@@ -831,3 +831,46 @@ def test_server_restart_keeps_assignments_member_epochs_and_offsets(
         assert {tp.partition: tp.offset for tp in got} == {p: 2000 + p for p in ALL}
     finally:
         members.close_all()
+
+
+def test_a_regex_group_carries_on_across_a_restart(tmp_path: Path, group_id: str) -> None:
+    """A data-dir server restarted under a group subscribed by pattern: its records (the
+    resolved pattern among them) replay, so the members keep their epochs and partitions with
+    no callback, and the topics are served after the restart as before."""
+    data = tmp_path / "data"
+    servers = [start_server_process(SHORT_SESSION, [(TOPIC, PARTITIONS)], data_dir=data)]
+    group = ConfluentMembers(servers[0].bootstrap, group_id, prefix="cgp-rx")
+    try:
+        pair = consumer_members(group, 2, topics=(f"^{TOPIC}$",))
+        group.wait_cover(pair)
+        before = describe_consumer_group(servers[0].bootstrap, group_id)
+        held, seen = owned(pair), {m.name: len(m.events) for m in pair}
+        assert servers[0].stop() == 0, servers[0].log
+
+        servers.append(
+            start_server_process(
+                SHORT_SESSION, [(TOPIC, PARTITIONS)], data_dir=data, port=int(servers[0].port)
+            )
+        )
+        restarted = servers[1]
+        wait_log(restarted, lambda log: "loaded offsets partition" in log, what="the group")
+        # Acknowledged: the topic's partitions loaded too (the offsets partitions load first).
+        producer = Producer({"bootstrap.servers": restarted.bootstrap, "logger": RDKAFKA_LOG})
+        producer.produce(TOPIC, b"after the restart", partition=0)
+        assert producer.flush(15) == 0
+        # Two session timeouts of heartbeats on the restored group.
+        deadline = time.monotonic() + 4
+        while time.monotonic() < deadline:
+            group.tick()
+        after = describe_consumer_group(restarted.bootstrap, group_id)
+        assert after.error_code == 0
+        assert member_epochs(after) == member_epochs(before)
+        assert {m.subscribed_topic_regex for m in after.members} == {f"(^{TOPIC}$)"}
+        assert owned(pair) == held
+        assert {m.name: len(m.events) for m in pair} == seen
+        assert "Traceback" not in restarted.log and " ERROR " not in restarted.log
+    finally:
+        group.close_all()
+        for server in servers:
+            server.stop()
+    assert servers[1].proc.returncode == 0, servers[1].log

@@ -13,7 +13,12 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any, TypeVar
 
-from kafka.protocol.consumer import JoinGroupRequest, OffsetCommitRequest, OffsetFetchRequest
+from kafka.protocol.consumer import (
+    JoinGroupRequest,
+    ListOffsetsRequest,
+    OffsetCommitRequest,
+    OffsetFetchRequest,
+)
 from kafka.protocol.metadata import FindCoordinatorRequest
 from minicoord.clients.connection import ProtocolClient
 from minicoord.protocol.records import OffsetCommitKey, decode_key, decode_value
@@ -182,6 +187,25 @@ async def offset_commit(port: int, group: str, topic: str, offsets: dict[int, in
         topics=[OffsetCommitRequest.OffsetCommitRequestTopic(name=topic, partitions=parts)],
     )
     resp = await _request(port, req, 8)
+    return [p.error_code for t in resp.topics for p in t.partitions]
+
+
+async def list_offsets(port: int, topic: str, partitions: list[int]) -> list[int]:
+    """ListOffsets v7 for the latest offset of each partition: error codes."""
+    kind = ListOffsetsRequest.ListOffsetsTopic
+    req = ListOffsetsRequest(
+        replica_id=-1,
+        isolation_level=0,
+        topics=[
+            kind(
+                name=topic,
+                partitions=[
+                    kind.ListOffsetsPartition(partition_index=p, timestamp=-1) for p in partitions
+                ],
+            )
+        ],
+    )
+    resp = await _request(port, req, 7)
     return [p.error_code for t in resp.topics for p in t.partitions]
 
 

@@ -14,6 +14,8 @@ batch holds which commit.
 
 from __future__ import annotations
 
+import struct
+import time
 from typing import Any
 
 import pytest
@@ -26,6 +28,7 @@ from durakit import (
     flip_bit,
     group_in_partition,
     join_error,
+    list_offsets,
     minicoord_log,
     offset_commit,
     offset_fetch,
@@ -34,7 +37,11 @@ from durakit import (
     segments,
     wait_for_value,
 )
+from minicoord.protocol.consumer_records import group_epoch_key
 from minicoord.protocol.errors import ErrorCode
+from minicoord.protocol.records import Record
+from minicoord.storage.log import OFFSETS_TOPIC, log_dir
+from minicoord.storage.partition_log import PartitionLog
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -206,3 +213,55 @@ async def test_damage_before_valid_data_fails_only_that_partition(
     node.start()
     assert await fetch(node, OTHER) == (0, offsets(9000))
     assert await fetch(node, GROUP) == (unavailable, {})
+
+
+async def test_a_record_that_does_not_replay_fails_only_its_partition(node_factory: Any) -> None:
+    """Sound bytes that do not decode (a value cut short under a good CRC) fail their offsets
+    partition's load, as Kafka's loader gives up on them; a record of a type this server does
+    not know is skipped with a warning, as Kafka's loader skips it. Every other offsets
+    partition and every topic partition loads and serves, and the server stops cleanly."""
+    node: Node = node_factory({}, [(TOPIC, 2)])
+    node.start()
+    await commit(node, GROUP, 100)
+    await commit(node, OTHER, 7000)
+    node.stop()
+    now = int(time.time() * 1000)
+    # A ConsumerGroupMetadata record (type 3) whose value is cut short; an unknown type 99.
+    for partition, record in (
+        (DAMAGED_PARTITION, Record(group_epoch_key(GROUP), b"\x00\x00\x00")),
+        (HEALTHY_PARTITION, Record(struct.pack(">h", 99) + b"future", b"\x00\x00")),
+    ):
+        plog = PartitionLog(
+            log_dir(node.data_dir, OFFSETS_TOPIC, partition), str(partition), 100 * 1024 * 1024
+        )
+        plog.open()
+        plog.append([record], now)
+        plog.flush()
+        plog.close()
+
+    node.start()
+    await wait_loaded(node)
+    assert f"offsets partition {DAMAGED_PARTITION} is not served: loading it failed" in node.log
+    assert f"offsets partition {HEALTHY_PARTITION}: 1 records of unknown type 99 ignored" in (
+        node.log
+    )
+    unavailable = ErrorCode.COORDINATOR_NOT_AVAILABLE
+    assert await fetch(node, GROUP) == (unavailable, {})
+    assert await fetch(node, OTHER) == (0, offsets(7000))
+    await commit(node, OTHER, 9000)
+    # The topic partitions, loaded after the offsets partitions, are served.
+    answer = await wait_for_value(
+        lambda: list_offsets(node.port, TOPIC, PARTS),
+        lambda errors: ErrorCode.NOT_LEADER_OR_FOLLOWER not in errors,
+        15,
+        what="the topic partitions to load",
+    )
+    assert answer == [0, 0]
+    node.stop()
+    # What the loader refused, the offline check names; the skipped record it only notes.
+    verify = minicoord_log("verify", str(node.data_dir))
+    assert verify.returncode == 1, verify.stdout
+    assert "1 problem(s) found" in verify.stderr
+    damaged = segments(node.data_dir, DAMAGED_PARTITION)[-1]
+    assert f"undecodable: {damaged} offset 2: " in verify.stdout  # after the two commits
+    assert "unknown __consumer_offsets record type 99 (skipped at start)" in verify.stdout

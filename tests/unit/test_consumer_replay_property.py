@@ -30,6 +30,7 @@ from minicoord.storage.partition_log import PartitionLog
 
 GROUPS = ["alpha", "beta"]
 TOPICS = ["t0", "t1", "t2"]
+REGEXES = ["t[01]", "t.*", "nothing.*"]
 SESSION = 10_000
 
 
@@ -85,6 +86,8 @@ def apply_op(d: Driver, op: tuple[Any, ...]) -> None:
                 d.beat(gid, mid)
     elif kind == "subscribe" and members:
         d.beat(gid, members[op[2] % len(members)], topics=TOPICS[: op[3]])
+    elif kind == "regex" and members:
+        d.beat(gid, members[op[2] % len(members)], regex=op[3])
     elif kind == "leave" and members:
         mid = members[op[2] % len(members)]
         _, _, instance = d.members.pop((gid, mid))
@@ -149,6 +152,7 @@ def snapshot(coordinator: GroupCoordinator) -> dict[str, Any]:
                 )
                 for m in g.members.values()
             ),
+            {r: (sorted(v.topics), v.version, v.timestamp) for r, v in g.regexes.items()},
         )
     offsets = {gid: dict(tps) for gid, tps in coordinator.offsets.offsets.items() if tps}
     return {"groups": groups, "offsets": offsets}
@@ -168,6 +172,9 @@ ops = st.one_of(
     st.tuples(st.just("join"), st.sampled_from(GROUPS), st.integers(1, 3), st.booleans()),
     st.tuples(st.just("beat"), st.sampled_from(GROUPS), st.integers(1, 3)),
     st.tuples(st.just("subscribe"), st.sampled_from(GROUPS), st.integers(0, 5), st.integers(1, 3)),
+    st.tuples(
+        st.just("regex"), st.sampled_from(GROUPS), st.integers(0, 5), st.sampled_from(REGEXES)
+    ),
     st.tuples(st.just("leave"), st.sampled_from(GROUPS), st.integers(0, 5)),
     st.tuples(st.just("expire"), st.sampled_from(GROUPS)),
     st.tuples(

@@ -40,7 +40,7 @@ def rebuild_consumer_group(
         group.assignment_timestamp = records.target_epoch.assignment_timestamp
     for regex, value in records.regexes.items():
         group.regexes[regex] = ResolvedRegex(
-            frozenset(value.topics), value.version, value.timestamp
+            frozenset(value.topics), value.resolved_version, value.timestamp
         )
     for member_id, meta in records.members.items():
         classic = meta.classic_member_metadata
