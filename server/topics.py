@@ -43,6 +43,10 @@ OFFSETS_TOPIC_ID = uuid.UUID("edf628af-25d1-53c4-bc07-61b211103a47")
 METADATA_TOPIC = "__cluster_metadata"
 _LEGAL = re.compile(r"[a-zA-Z0-9._-]+")
 MAX_NAME_LENGTH = 249
+# Kafka's controller refuses a CreateTopics or CreatePartitions that would add more
+# (KAFKA-17870, KAFKA-14996): one event-loop turn creating 100,000 partitions would hold
+# every other client for seconds, long enough to expire healthy group members.
+MAX_PARTITIONS_PER_REQUEST = 10_000
 # This node's id leads every partition; the leader epoch never changes.
 LEADER_EPOCH = 0
 

@@ -18,10 +18,13 @@ from minicoord.protocol.errors import ErrorCode
 from minicoord.server.coordinator.results import Result
 from minicoord.server.handlers.base import Handler, RequestContext
 from minicoord.server.security import authorize
+from minicoord.server.topics import MAX_PARTITIONS_PER_REQUEST
 
 API_KEY = 37
 TopicResult = CreatePartitionsResponse.CreatePartitionsTopicResult
 DUPLICATE = "Duplicate topic name."
+# Kafka's controller bounds one operation's records (KAFKA-14996), a partition each.
+TOO_MANY = "Unable to perform excessively large batch operation."
 
 
 def handle(ctx: RequestContext, request: Any) -> Any:
@@ -34,6 +37,9 @@ def handle(ctx: RequestContext, request: Any) -> Any:
     # A name given twice is answered once, INVALID_REQUEST, and left alone (Kafka's
     # ControllerApis; librdkafka fails a whole call whose answer names a topic twice).
     named = Counter(names)
+    handed = [t for t in request.topics if named[t.name] == 1 and t.name not in denied]
+    # What the controller is handed fails as a whole when its partitions would be too many.
+    too_many = sum(_added(broker, t) for t in handed) > MAX_PARTITIONS_PER_REQUEST
     for t in request.topics:
         if named[t.name] > 1:
             continue
@@ -42,6 +48,8 @@ def handle(ctx: RequestContext, request: Any) -> Any:
         if t.name in denied:
             error = ErrorCode.TOPIC_AUTHORIZATION_FAILED
             message = "The topic authorization is failed."
+        elif too_many:
+            error, message = ErrorCode.POLICY_VIOLATION, TOO_MANY
         elif topic is None:
             error, message = (
                 ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
@@ -81,6 +89,11 @@ def handle(ctx: RequestContext, request: Any) -> Any:
     parked = ctx.park(lambda _: response)
     broker.apply(Result(None, [], []), parked)
     return parked
+
+
+def _added(broker: Any, t: Any) -> int:
+    topic = broker.topics.get(t.name)
+    return 0 if topic is None else max(0, t.count - topic.partitions)
 
 
 HANDLER = Handler.for_spec(SPECS[API_KEY], handle)

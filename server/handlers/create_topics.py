@@ -20,8 +20,10 @@ from minicoord.server.coordinator.results import Result
 from minicoord.server.handlers.base import Handler, RequestContext
 from minicoord.server.security import authorize
 from minicoord.server.topic_configs import TopicConfig
+from minicoord.server.topics import MAX_PARTITIONS_PER_REQUEST
 
 API_KEY = 19
+TOO_MANY = "Excessively large number of partitions per request."
 _ZERO_UUID = uuid.UUID(int=0)
 Config = CreateTopicsResponse.CreatableTopicResult.CreatableTopicConfigs
 DUPLICATE = "Duplicate topic name."
@@ -41,25 +43,36 @@ def handle(ctx: RequestContext, request: Any) -> Any:
     # ControllerApis): clients match results by name, and librdkafka fails a whole call whose
     # answer names a topic twice.
     named = Counter(names)
+    permitted = {
+        t.name
+        for t in request.topics
+        if not checked
+        or cluster_create
+        or authorize.allowed(ctx, authorize.CREATE, authorize.TOPIC, t.name)
+    }
+    # Counted over the topics the controller would be handed (named once, permitted), as
+    # Kafka's validateTotalNumberOfPartitions; too many fails every one of them.
+    too_many = (
+        sum(
+            max(0, _partitions(t, default_partitions))
+            for t in request.topics
+            if named[t.name] == 1 and t.name in permitted
+        )
+        > MAX_PARTITIONS_PER_REQUEST
+    )
     for topic in request.topics:
         if named[topic.name] > 1:
             continue
-        partitions = topic.num_partitions
-        if topic.assignments:
-            partitions = len(topic.assignments)
-        elif partitions == -1:
-            partitions = default_partitions
+        partitions = _partitions(topic, default_partitions)
         configs = {c.name: c.value for c in topic.configs or ()}
         error, message = ErrorCode.NONE, None
         refused = _assignment_error(topic, broker.config.broker_id)
-        if refused is not None:
-            error, message = refused
-        elif (
-            checked
-            and not cluster_create
-            and not authorize.allowed(ctx, authorize.CREATE, authorize.TOPIC, topic.name)
-        ):
+        if topic.name not in permitted:
             error, message = ErrorCode.TOPIC_AUTHORIZATION_FAILED, "Authorization failed."
+        elif too_many:
+            error, message = ErrorCode.POLICY_VIOLATION, TOO_MANY
+        elif refused is not None:
+            error, message = refused
         elif topic.replication_factor not in (-1, 1):
             error = ErrorCode.INVALID_REPLICATION_FACTOR
             message = f"replication factor {topic.replication_factor} exceeds the 1 broker here"
@@ -122,6 +135,14 @@ def handle(ctx: RequestContext, request: Any) -> Any:
     parked = ctx.park(lambda _: response)
     broker.apply(Result(None, [], []), parked)  # answered once the new topics are durable
     return parked
+
+
+def _partitions(topic: Any, default: int) -> int:
+    """The partitions a topic entry asks for: its assignments', else its count (-1: the
+    broker's num.partitions)."""
+    if topic.assignments:
+        return len(topic.assignments)
+    return default if topic.num_partitions == -1 else topic.num_partitions
 
 
 def _assignment_error(topic: Any, node: int) -> tuple[ErrorCode, str] | None:

@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 from kafka.protocol.admin import (
     AlterConfigsRequest,
+    CreatePartitionsRequest,
     CreateTopicsRequest,
     DescribeConfigsRequest,
     IncrementalAlterConfigsRequest,
@@ -226,3 +227,62 @@ async def test_broker_resource_names_are_read_as_kafka_reads_them() -> None:
                 ("0_0", 42, "Broker id must be an integer, but it is: 0_0"),
             ]
             assert [c.value for c in answer.results[1].configs] == ["0"]
+
+
+@pytest.mark.asyncio
+async def test_more_than_ten_thousand_new_partitions_in_one_request_are_refused() -> None:
+    # Kafka's controller fails the whole request (KAFKA-17870 for CreateTopics, KAFKA-14996's
+    # bound on one operation's records for CreatePartitions) rather than hold everyone.
+    grow = CreatePartitionsRequest.CreatePartitionsTopic
+    with running(topics=[("small", 1), ("other", 1)]) as server:
+        host, port = server.bootstrap.rsplit(":", 1)
+        async with await ProtocolClient.connect(host, int(port)) as client:
+
+            async def create(*counts: int, validate_only: bool = False) -> list[Any]:
+                made = await client.request(
+                    CreateTopicsRequest(
+                        version=7,
+                        topics=[_topic(f"big{i}", [], n) for i, n in enumerate(counts)],
+                        timeout_ms=5000,
+                        validate_only=validate_only,
+                    ),
+                    7,
+                )
+                return [(t.name, t.error_code, t.error_message) for t in made.topics]
+
+            too_many = "Excessively large number of partitions per request."
+            policy = ErrorCode.POLICY_VIOLATION
+            assert await create(6000, 5000) == [
+                ("big0", policy, too_many),
+                ("big1", policy, too_many),
+            ]
+            assert await create(100_000, validate_only=True) == [("big0", policy, too_many)]
+            # At the bound, allowed (validated only: no need to make them).
+            assert await create(5000, 5000, validate_only=True) == [
+                ("big0", ErrorCode.NONE, None),
+                ("big1", ErrorCode.NONE, None),
+            ]
+
+            grown = await client.request(
+                CreatePartitionsRequest(
+                    version=3,
+                    topics=[
+                        grow(name="small", count=9_000, assignments=None),
+                        grow(name="other", count=2_000, assignments=None),
+                    ],
+                    timeout_ms=5000,
+                    validate_only=False,
+                ),
+                3,
+            )
+            assert [(r.name, r.error_code, r.error_message) for r in grown.results] == [
+                (name, policy, "Unable to perform excessively large batch operation.")
+                for name in ("small", "other")
+            ]
+        broker = server.server.broker
+        assert server.call(
+            lambda: (
+                [t.partitions for t in (broker.topics.get("small"), broker.topics.get("other"))],
+                {t.name for t in broker.topics.user_topics()},
+            )
+        ) == ([1, 1], {"small", "other"})
