@@ -193,10 +193,39 @@ class Server:
         return factory, ssl_context
 
     async def start(self) -> None:
+        request_log.refresh(self.broker)
+        self.logs.lock()
+        try:
+            await self._start_locked()
+        except BaseException:
+            # Nothing is served: give back what was taken (a port of this process, or its
+            # data directory's lock, would stay taken until the process exits).
+            await self._abandon_start()
+            raise
+
+    async def _abandon_start(self) -> None:
+        for server in self._servers:
+            server.close()
+        self._servers = []
+        for http in self._admin:
+            http.close()
+        self._admin = []
+        for task in self._tasks:
+            task.cancel()
+        self._tasks = []
+        self.bound = []
+        self._pool.shutdown(wait=True)
+        try:
+            self.broker.close()
+        except Exception:
+            # The start's own failure is the one to raise; this one is only logged.
+            log.exception("closing the logs after a failed start")
+        finally:
+            self.logs.release_lock()
+
+    async def _start_locked(self) -> None:
         loop = asyncio.get_running_loop()
         broker = self.broker
-        request_log.refresh(broker)
-        self.logs.lock()
         broker.cluster_id = self.logs.cluster_id(broker.cluster_id, self.config.broker_id)
         broker.open_metadata()
         broker.add_acls(self._initial_acls)
@@ -223,39 +252,33 @@ class Server:
             for lst, arrival in zip(self.listeners, arrivals, strict=True)
         ]
         broker.attach(loop)
-        try:
-            for i, (lst, (factory, ssl_context)) in enumerate(
-                zip(self.listeners, factories, strict=True)
-            ):
-                server: Any
-                if ssl_context is not None:
-                    from minicoord.server.security.tls import TlsServer, listening_socket
+        for i, (lst, (factory, ssl_context)) in enumerate(
+            zip(self.listeners, factories, strict=True)
+        ):
+            server: Any
+            if ssl_context is not None:
+                from minicoord.server.security.tls import TlsServer, listening_socket
 
-                    sock = (
-                        self._sockets[i]
-                        if self._sockets is not None
-                        else listening_socket(lst.host, lst.port)
-                    )
-                    server = TlsServer(sock, factory, ssl_context)
-                elif self._sockets is not None:
-                    server = await loop.create_server(factory, sock=self._sockets[i], backlog=1024)
-                elif early_listen.packed_ip(lst.host) is not None:
-                    (sock,) = early_listen.bind([lst])
-                    server = await loop.create_server(factory, sock=sock, backlog=1024)
-                else:
-                    server = await loop.create_server(
-                        factory, lst.host or None, lst.port, reuse_address=True, backlog=1024
-                    )
-                self._servers.append(server)
-                arrivals[i][0] = arrival_address(server.sockets)
-                # With port 0 the OS picked one: report what we actually bound.
-                host, port = server.sockets[0].getsockname()[:2]
-                self.bound.append((lst.host or host, port))
-        except BaseException:
-            for server in self._servers:
-                server.close()
-            self._servers = []
-            raise
+                sock = (
+                    self._sockets[i]
+                    if self._sockets is not None
+                    else listening_socket(lst.host, lst.port)
+                )
+                server = TlsServer(sock, factory, ssl_context)
+            elif self._sockets is not None:
+                server = await loop.create_server(factory, sock=self._sockets[i], backlog=1024)
+            elif early_listen.packed_ip(lst.host) is not None:
+                (sock,) = early_listen.bind([lst])
+                server = await loop.create_server(factory, sock=sock, backlog=1024)
+            else:
+                server = await loop.create_server(
+                    factory, lst.host or None, lst.port, reuse_address=True, backlog=1024
+                )
+            self._servers.append(server)
+            arrivals[i][0] = arrival_address(server.sockets)
+            # With port 0 the OS picked one: report what we actually bound.
+            host, port = server.sockets[0].getsockname()[:2]
+            self.bound.append((lst.host or host, port))
         self.host, self.port = self.bound[0]
         if self.metrics is not None and self.metrics_port is not None:
             from minicoord.server.admin_http import metrics_routes, start_http

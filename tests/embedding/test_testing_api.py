@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import socket
 import time
 from pathlib import Path
 
@@ -141,3 +142,25 @@ def test_a_marker_keyword_it_does_not_know_is_a_usage_error(pytester: pytest.Pyt
     result = pytester.runpytest_subprocess("-p", "no:cacheprovider")
     result.stdout.fnmatch_lines(["*@pytest.mark.minicoord takes keywords*not topic*"])
     result.assert_outcomes(errors=1)
+
+
+def test_a_failed_start_gives_its_data_dir_and_ports_back(tmp_path: Path) -> None:
+    # The control port is taken: the start fails after the data directory was locked and the
+    # Kafka listener bound; both are free again for the next server of this process.
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        busy = taken.getsockname()[1]
+        with socket.socket() as probe:
+            probe.bind(("127.0.0.1", 0))
+            kafka_port = probe.getsockname()[1]
+        with (
+            pytest.raises(OSError, match="address already in use"),
+            running(port=kafka_port, control_port=busy, data_dir=tmp_path),
+        ):
+            pass
+    with running(port=kafka_port, data_dir=tmp_path, topics=[("kept", 2)]) as server:
+        assert server.port == kafka_port
+    with running(data_dir=tmp_path) as server:
+        broker = server.server.broker
+        assert server.call(lambda: broker.topics.get("kept").partitions) == 2
