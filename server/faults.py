@@ -389,7 +389,10 @@ class Controller:
 
     def _restore(self, partition: int) -> None:
         self._restores.pop(partition, None)
-        self.broker.coordinator.set_partition_status(partition, PartitionStatus.ACTIVE)
+        coordinator = self.broker.coordinator
+        coordinator.restart_sessions(partition, self.broker.now())
+        coordinator.set_partition_status(partition, PartitionStatus.ACTIVE)
+        self.broker.rearm()
 
     def clear(self) -> dict[str, int]:
         """Drop every injected fault; returns how many of each kind there were."""

@@ -61,6 +61,7 @@ class GroupCoordinator(GroupAdmin):
         # Only partitions that are not ACTIVE are listed, so the common case costs one
         # empty-dict test per request.
         self.partition_status: dict[int, PartitionStatus] = {}
+        self.groups.paused = self.partition_status
         requests = OffsetRequests(
             config,
             self.groups,
@@ -93,6 +94,7 @@ class GroupCoordinator(GroupAdmin):
             self.config, self.timers, self.groups.groups, self.partition_for, self.topics
         )
         consumers.rebalance_listeners = self.groups.rebalance_listeners
+        consumers.paused = self.partition_status
         return consumers
 
     def consumer_group(self, group_id: str) -> ConsumerGroup | None:
@@ -125,6 +127,19 @@ class GroupCoordinator(GroupAdmin):
             self.partition_status.pop(partition, None)
         else:
             self.partition_status[partition] = status
+
+    def restart_sessions(self, partition: int, now: int) -> None:
+        """Every member of the partition's groups starts a fresh session: its partition is
+        served again after an injected NOT_COORDINATOR or load, during which no session ran
+        (Kafka's onLoaded reschedules every member's session timeout the same way)."""
+        for group in list(self.groups.groups.values()):
+            if group.partition != partition:
+                continue
+            if is_consumer_group(group):
+                for member in group.members.values():
+                    self.consumers.schedule_session(group, member, now)
+            else:
+                self.groups.restart_sessions(group, now)
 
     def unavailable(self, group_id: str) -> ErrorCode | None:
         """The error for a group whose offsets partition cannot be served now, if any."""

@@ -57,10 +57,10 @@ def server() -> EmbeddedServer:
         yield s  # type: ignore[misc]
 
 
-@pytest.fixture
-async def group(
-    server: EmbeddedServer, group_id: str
-) -> AsyncIterator[tuple[list[AIOKafkaConsumer], list[Listener]]]:
+async def start_group(
+    server: EmbeddedServer, group_id: str, session_ms: int = 6000
+) -> tuple[list[AIOKafkaConsumer], list[Listener]]:
+    """Two aiokafka members of one group, once they split the topic."""
     consumers, listeners = [], []
     for _ in range(2):
         listener = Listener()
@@ -68,7 +68,7 @@ async def group(
             bootstrap_servers=server.bootstrap,
             group_id=group_id,
             enable_auto_commit=False,
-            session_timeout_ms=6000,
+            session_timeout_ms=session_ms,
             heartbeat_interval_ms=100,
             retry_backoff_ms=50,
         )
@@ -82,6 +82,14 @@ async def group(
         return sum(len(a) for a in current) == 4 and all(current)
 
     await wait_for(stable, consumers)
+    return consumers, listeners
+
+
+@pytest.fixture
+async def group(
+    server: EmbeddedServer, group_id: str
+) -> AsyncIterator[tuple[list[AIOKafkaConsumer], list[Listener]]]:
+    consumers, listeners = await start_group(server, group_id)
     yield consumers, listeners
     for consumer in consumers:
         await consumer.stop()
@@ -182,6 +190,31 @@ async def test_coordinator_moved_then_back(
     await asyncio.wait_for(consumers[0].commit({owned: OffsetAndMetadata(11, "")}), 20)
     assert time.monotonic() - started >= 1.0
     assert await consumers[0].committed(owned) == 11
+
+
+@pytest.mark.parametrize("fault", ["moved", "loading"])
+async def test_members_outlive_a_fault_longer_than_their_session(
+    server: EmbeddedServer, group_id: str, fault: str
+) -> None:
+    # Members that cannot reach their coordinator are not expired for it: Kafka runs no
+    # timers for a partition it does not hold and gives every member a fresh session when
+    # the partition is loaded again. So the group carries on, in the same generation.
+    consumers, _ = await start_group(server, group_id, session_ms=1000)
+    try:
+        before = generation(server, group_id)
+        ids = {c._coordinator.member_id for c in consumers}
+        held = [c.assignment() for c in consumers]
+        inject = getattr(server.control, f"coordinator_{fault}")
+        inject(2500, group_id=group_id)
+        deadline = time.monotonic() + 4.5  # the fault, then four sessions more
+        while time.monotonic() < deadline:
+            await asyncio.gather(*(c.getmany(timeout_ms=50) for c in consumers))
+        assert generation(server, group_id) == before
+        assert {c._coordinator.member_id for c in consumers} == ids
+        assert [c.assignment() for c in consumers] == held
+    finally:
+        for consumer in consumers:
+            await consumer.stop()
 
 
 async def test_coordinator_loading_then_loaded(

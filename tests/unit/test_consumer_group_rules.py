@@ -8,6 +8,7 @@ from minicoord.protocol.errors import ErrorCode
 from minicoord.server.config import Config
 from minicoord.server.coordinator.consumer.group import MemberState
 from minicoord.server.coordinator.consumer.requests import HeartbeatRequest
+from minicoord.server.coordinator.partition_status import PartitionStatus
 
 E = ErrorCode
 
@@ -285,3 +286,22 @@ def test_a_group_times_its_sessions_with_one_timer_and_each_member_expires_on_ti
         h.tick(1)
         assert member not in h.group().members
     assert len([k for k in timers._live if isinstance(k, tuple) and "session" in k[0]]) <= 1
+
+
+def test_no_session_runs_out_while_the_partition_is_not_served() -> None:
+    # As for classic groups (test_group_timers): an injected NOT_COORDINATOR or load fences
+    # nobody, and each member gets a whole session once its partition is served again.
+    h = Harness(foo=4)
+    h.join_all(["a", "b"])
+    coordinator = h.coordinator
+    partition = coordinator.partition_for(GROUP)
+    coordinator.set_partition_status(partition, PartitionStatus.LOADING)
+    h.tick(30_000)
+    assert set(h.group().members) == {"a", "b"}
+    coordinator.restart_sessions(partition, h.now)
+    coordinator.set_partition_status(partition, PartitionStatus.ACTIVE)
+    h.tick(9_999)
+    h.hb("a", h.group().members["a"].epoch)
+    assert set(h.group().members) == {"a", "b"}
+    h.tick(1)
+    assert set(h.group().members) == {"a"}

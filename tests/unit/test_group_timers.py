@@ -8,6 +8,7 @@ from __future__ import annotations
 from helpers_coordinator import GROUP, REBALANCE_MS, SESSION_MS, Harness
 from minicoord.protocol.errors import ErrorCode
 from minicoord.server.coordinator.member import NEW_MEMBER_JOIN_TIMEOUT_MS
+from minicoord.server.coordinator.partition_status import PartitionStatus
 from minicoord.server.coordinator.results import JoinOutcome, SyncOutcome
 
 
@@ -176,3 +177,22 @@ def test_timers_of_one_group_leave_others_alone(h: Harness) -> None:
     assert h.member_ids("one") == []
     assert h.member_ids("two") == [a2]
     assert a1 not in h.member_ids("two")
+
+
+def test_no_session_runs_out_while_the_partition_is_not_served(h: Harness) -> None:
+    # An injected NOT_COORDINATOR (ctl moved): the members cannot reach their coordinator,
+    # so, as in Kafka (whose unloaded partition runs no timers), none is expired for it, and
+    # each gets a whole session once the partition is served again (onLoaded).
+    a, b = h.form_group(0, 2)
+    coordinator = h.coordinator
+    partition = coordinator.partition_for(GROUP)
+    coordinator.set_partition_status(partition, PartitionStatus.MOVED)
+    h.advance(3 * SESSION_MS)
+    assert h.member_ids() == [a, b]
+    coordinator.restart_sessions(partition, 3 * SESSION_MS)
+    coordinator.set_partition_status(partition, PartitionStatus.ACTIVE)
+    h.advance(4 * SESSION_MS - 1)
+    assert h.member_ids() == [a, b] and h.state() == "Stable"
+    assert h.heartbeat(4 * SESSION_MS - 1, a, 1) is ErrorCode.NONE
+    h.advance(4 * SESSION_MS)  # b was silent for the whole session it was given
+    assert h.member_ids() == [a]

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import logging
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Container
 
 from minicoord.protocol.errors import ErrorCode
 from minicoord.protocol.records import Record, group_metadata_key, group_metadata_value
@@ -94,9 +94,21 @@ class GroupManager(JoinPhase):
         self.rebalances = 0
         # Called with each finished rebalance (metrics); plain calls, no I/O.
         self.rebalance_listeners: list[Callable[[RebalanceEvent], None]] = []
+        # Offsets partitions this coordinator does not serve now (an injected NOT_COORDINATOR
+        # or load): the coordinator's own status dict. Their sessions do not run, as an
+        # unloaded partition's timers do not in Kafka; restart_sessions starts them afresh.
+        self.paused: Container[int] = frozenset()
         # Bound once: every group's session timer holds this one object.
         self._session_check = self._on_session_check
         self._pending_check = self._on_pending_check
+
+    def restart_sessions(self, group: Group, now: int) -> None:
+        """Every member's session starts now (the group's partition is served again)."""
+        for member in group.members.values():
+            member.last_heartbeat = now
+        if group.members:
+            earliest = min(m.next_session_check(now) for m in group.members.values())
+            self._schedule_session_check(group, earliest)
 
     def adopt(self, group: Group, now: int) -> None:
         """Take in a group rebuilt from records; its members' sessions start now."""
@@ -286,7 +298,7 @@ class GroupManager(JoinPhase):
 
     def _on_session_check(self, now: int, group: Group) -> Effects:
         fx = Effects()
-        if self.groups.get(group.group_id) is not group:
+        if self.groups.get(group.group_id) is not group or group.partition in self.paused:
             return fx
         lapsed = [m for m in group.members.values() if not m.should_keep_alive(now)]
         for member in lapsed:

@@ -5,7 +5,7 @@ topic changes, and the operator's and loader's entry points. A mixin of Consumer
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Container
 from typing import TYPE_CHECKING, Any
 
 from minicoord.protocol.errors import ErrorCode
@@ -40,6 +40,8 @@ class MemberLifecycle:
     groups: dict[str, Any]
     topics: TopicsView
     downgrade: Callable[[Effects, int, ConsumerGroup, list[str]], bool] | None
+    # Offsets partitions not served now (the coordinator's status dict): their sessions wait.
+    paused: Container[int] = frozenset()
 
     if TYPE_CHECKING:
         # Provided by ConsumerGroupManager's epochs mixin (epochs.py).
@@ -185,6 +187,8 @@ class MemberLifecycle:
         group = self.groups.get(group_id)
         if not isinstance(group, ConsumerGroup):
             return fx  # gone, or classic again (classic groups time their own sessions)
+        if group.partition in self.paused:
+            return fx  # started afresh when the partition is served again (restart_sessions)
         expired = [
             m.member_id
             for m in group.members.values()
