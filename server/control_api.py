@@ -14,6 +14,8 @@ from collections.abc import Callable
 from typing import Any
 
 from minicoord.protocol.apis import SPECS
+from minicoord.protocol.errors import ErrorCode
+from minicoord.server.coordinator.partition_status import PartitionStatus
 from minicoord.server.faults import Controller, api_key, error_code
 from minicoord.server.group_views import describe_group, generation, group_type
 
@@ -230,11 +232,22 @@ def _log_level(control: Controller, q: dict[str, str]) -> dict[str, Any]:
 
 def _groups(control: Controller) -> dict[str, Any]:
     groups = control.groups()
-    return {"message": f"{len(groups)} groups", "groups": groups}
+    status = control.broker.coordinator.partition_status
+    loading = sum(1 for s in status.values() if s is PartitionStatus.LOADING)
+    # Kafka's ListGroups answers COORDINATOR_LOAD_IN_PROGRESS then; the list says it is short.
+    tail = f" ({loading} offsets partitions still loading)" if loading else ""
+    return {"message": f"{len(groups)} groups{tail}", "groups": groups, "loading": loading}
 
 
 def _describe(control: Controller, group_id: str) -> dict[str, Any]:
     described = control.describe_group(group_id)
     if described is None:
+        coordinator = control.broker.coordinator
+        if coordinator.unavailable(group_id) is ErrorCode.COORDINATOR_LOAD_IN_PROGRESS:
+            # What Kafka answers a describe then; "does not exist" would be wrong.
+            raise NotNow(
+                f"group {group_id}: its offsets partition "
+                f"{coordinator.partition_for(group_id)} is still loading; ask again shortly"
+            )
         raise NotFound(f"group {group_id} does not exist")
     return {"message": f"group {group_id}", **described}

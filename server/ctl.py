@@ -77,6 +77,9 @@ def run(args: argparse.Namespace) -> int:
         return code
     if args.action == "groups":
         print(groups_table(body["groups"]))
+        if body.get("loading"):
+            loading = body["loading"]
+            print(f"({loading} offsets partitions still loading: their groups are not listed yet)")
     elif args.action == "describe":
         print(describe_text(body))
     else:

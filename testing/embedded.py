@@ -131,6 +131,10 @@ class EmbeddedServer:
                     users=list(self.users.items()),
                 )
                 loop.run_until_complete(self.server.start())
+                # Clients would wait out COORDINATOR_LOAD_IN_PROGRESS, but the Python API reads
+                # state directly: a test that restarts on a data dir and looks at its groups
+                # must find them there. (In memory, nothing to load: this returns at once.)
+                loop.run_until_complete(self.server.loaded.wait())
             except BaseException as exc:
                 ready.set_exception(exc)
                 loop.close()

@@ -21,6 +21,7 @@ from typing import Any
 import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 from minicoord.server.cli import main
+from minicoord.server.coordinator.partition_status import PartitionStatus
 from minicoord.testing import EmbeddedServer, running
 
 TOPIC = "ctl"
@@ -357,7 +358,7 @@ def test_a_child_process_ctl_and_an_unreachable_control_api(server: EmbeddedServ
 
     done = ctl("--control", address, "--json", "groups")
     assert done.returncode == 0 and json.loads(done.stdout) == {
-        "ok": True, "message": "0 groups", "groups": []
+        "ok": True, "message": "0 groups", "groups": [], "loading": 0
     }  # fmt: skip
     done = ctl("--control", address, "groups")
     assert (done.returncode, done.stdout) == (0, "no groups\n")
@@ -365,3 +366,29 @@ def test_a_child_process_ctl_and_an_unreachable_control_api(server: EmbeddedServ
     done = ctl("--control", address, "groups")
     assert done.returncode == 3
     assert done.stderr.startswith(f"minicoord: cannot reach the control API at {address}")
+
+
+def test_a_group_of_a_loading_partition_is_not_said_not_to_exist(
+    server: EmbeddedServer, ctl: Ctl
+) -> None:
+    # While an offsets partition replays at start its groups are not in memory yet: Kafka
+    # answers a describe COORDINATOR_LOAD_IN_PROGRESS, and so does the control API (409).
+    coordinator = server.server.broker.coordinator
+    partition = server.call(lambda: coordinator.partition_for("late"))
+    server.call(lambda: coordinator.begin_loading(partition))
+    try:
+        code, _, err = ctl("describe", "late")
+        assert code == 1
+        assert err == (
+            f"minicoord: group late: its offsets partition {partition} is still loading; "
+            "ask again shortly"
+        )
+        code, body = ctl.json("groups")
+        assert (code, body["loading"]) == (0, 1)
+        assert body["message"] == "0 groups (1 offsets partitions still loading)"
+        code, out, _ = ctl("groups")
+        assert out.endswith("(1 offsets partitions still loading: their groups are not listed yet)")
+    finally:
+        server.call(lambda: coordinator.set_partition_status(partition, PartitionStatus.ACTIVE))
+    code, _, err = ctl("describe", "late")
+    assert (code, err) == (1, "minicoord: group late does not exist")

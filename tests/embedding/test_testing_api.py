@@ -9,6 +9,10 @@ from pathlib import Path
 import pytest
 from kafka.protocol.metadata import ApiVersionsRequest
 from minicoord.clients.connection import ProtocolClient
+from minicoord.protocol.records import Record, offset_commit_key, offset_commit_value
+from minicoord.server.coordinator.partitioning import partition_for
+from minicoord.storage.log import OFFSETS_TOPIC, log_dir
+from minicoord.storage.partition_log import PartitionLog
 from minicoord.testing import running
 
 pytest_plugins = ["pytester"]
@@ -164,3 +168,29 @@ def test_a_failed_start_gives_its_data_dir_and_ports_back(tmp_path: Path) -> Non
     with running(data_dir=tmp_path) as server:
         broker = server.server.broker
         assert server.call(lambda: broker.topics.get("kept").partitions) == 2
+
+
+def test_running_on_a_data_dir_returns_with_its_groups_loaded(tmp_path: Path) -> None:
+    # Enough records that replaying them takes a while: the Python API reads the groups as
+    # soon as running() returns, so it returns once they are loaded.
+    group = "reloaded"
+    partition = partition_for(group, 50)
+    plog = PartitionLog(log_dir(tmp_path, OFFSETS_TOPIC, partition), str(partition), 1 << 26)
+    plog.open()
+    keys = [offset_commit_key(group, "t", p) for p in range(10)]
+    for start in range(0, 100_000, 1000):
+        plog.append(
+            [
+                Record(keys[i % 10], offset_commit_value(i, -1, "", 0))
+                for i in range(start, start + 1000)
+            ],
+            0,
+        )
+    plog.flush()
+    plog.close()
+    with running(data_dir=tmp_path, topics=[("t", 10)]) as server:
+        described = server.control.describe_group(group)
+        assert described is not None
+        assert {o["partition"]: o["committed"] for o in described["offsets"]} == {
+            p: 99_990 + p for p in range(10)
+        }
