@@ -214,6 +214,7 @@ class Server:
             task.cancel()
         self._tasks = []
         self.bound = []
+        request_log.forget(self.broker)
         self._pool.shutdown(wait=True)
         try:
             self.broker.close()
@@ -456,6 +457,9 @@ class Server:
         # before the store closes under it.
         self._pool.shutdown(wait=True)
         self.broker.close()
+        request_log.forget(self.broker)
+        if self._control is not None:
+            self._control.restore_log_levels()
 
     async def __aenter__(self) -> Server:
         await self.start()

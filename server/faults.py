@@ -258,6 +258,8 @@ class Controller:
             broker.faults = Faults()
         self.faults = broker.faults
         self._restores: dict[int, Any] = {}
+        # Loggers this server's set_log_level changed, with the level each had before.
+        self._levels_set: dict[str, int] = {}
 
     def force_rebalance(self, group_id: str) -> bool:
         broker = self.broker
@@ -431,7 +433,10 @@ class Controller:
 
     def set_log_level(self, level: str, logger: str = "minicoord") -> tuple[str, str]:
         """Set a logger's level on the running server; returns (before, after) as effective
-        level names. DEBUG on `minicoord` or `minicoord.requests` turns the request log on."""
+        level names. DEBUG on `minicoord` or `minicoord.requests` turns the request log on.
+
+        Levels are the process's (Python's logging): embedded servers of one process share
+        them, and a server puts back the levels it set when it stops."""
         from minicoord.server import request_log
 
         name = str(level).upper()
@@ -439,9 +444,21 @@ class Controller:
             raise ValueError(f"unknown log level {level!r}; DEBUG, INFO, WARNING or ERROR")
         target = logging.getLogger(logger)
         before = logging.getLevelName(target.getEffectiveLevel())
+        self._levels_set.setdefault(logger, target.level)
         target.setLevel(name)
         after = logging.getLevelName(target.getEffectiveLevel())
-        # The one place the request log's on/off flag is recomputed while the server runs.
-        request_log.refresh(self.broker)
+        # The one place the request log's on/off flag is recomputed while servers run.
+        request_log.refresh_all()
         log.info("control: log level of %s: %s -> %s", logger, before, after)
         return before, after
+
+    def restore_log_levels(self) -> None:
+        """Put back the levels set_log_level changed (the server is stopping): a later test's
+        server must not start logging what an earlier one asked for."""
+        from minicoord.server import request_log
+
+        for logger, level in self._levels_set.items():
+            logging.getLogger(logger).setLevel(level)
+        if self._levels_set:
+            self._levels_set.clear()
+            request_log.refresh_all()

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import logging
 import time
+import weakref
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -212,9 +213,26 @@ def unserved(broker: Broker, peer: str, header: RequestHeader) -> None:
     )
 
 
+# The running servers of this process. Log levels are the process's (Python's logging), so a
+# level set through one server turns the request log on or off in every one of them.
+_running: weakref.WeakSet[Broker] = weakref.WeakSet()
+
+
 def refresh(broker: Broker) -> None:
     """Turn the per-request DEBUG lines on or off to match the logger's level now."""
+    _running.add(broker)
     broker.request_log = RequestLog(broker) if log.isEnabledFor(logging.DEBUG) else None
+
+
+def refresh_all() -> None:
+    """`refresh` every running server of the process (a log level changed)."""
+    for broker in list(_running):
+        refresh(broker)
+
+
+def forget(broker: Broker) -> None:
+    """The server stopped."""
+    _running.discard(broker)
 
 
 def observer(

@@ -316,3 +316,25 @@ def test_json_log_lines_parse() -> None:
     assert any(
         r["logger"] == "minicoord.server" and r["message"] == "shutting down" for r in records
     )
+
+
+def test_a_log_level_set_through_one_server_is_the_processs_until_it_stops() -> None:
+    # Python's logging is per process: DEBUG set through server A turns on B's request log
+    # too (not only A's), and A puts the level back when it stops, so the servers of later
+    # tests do not start logging every request.
+    requests = logging.getLogger("minicoord.requests")
+    level = logging.getLogger("minicoord").level
+
+    def logging_requests(server: Any) -> bool:
+        return server.call(lambda: server.server.broker.request_log is not None)
+
+    with running() as b:
+        with running() as a:
+            assert not logging_requests(a) and not logging_requests(b)
+            a.control.set_log_level("DEBUG")
+            assert requests.isEnabledFor(logging.DEBUG)
+            assert logging_requests(a) and logging_requests(b)
+        assert logging.getLogger("minicoord").level == level
+        assert not logging_requests(b)
+    with running() as later:
+        assert not logging_requests(later)
