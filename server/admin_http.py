@@ -45,7 +45,8 @@ async def start_http(
                 raise ValueError("request head too large")
             method, target, _ = head.split(b"\r\n", 1)[0].decode("latin-1").split(" ", 2)
             url = urlsplit(target)
-            query = {k: v[-1] for k, v in parse_qs(url.query).items()}
+            # Blank values kept: an empty group= must be refused, not read as no group.
+            query = {k: v[-1] for k, v in parse_qs(url.query, keep_blank_values=True).items()}
             route = routes.get((method, url.path))
             if route is None:
                 status, ctype, body = 404, "text/plain", b"not found\n"

@@ -145,9 +145,17 @@ def _api_name(api: str) -> str:
     return SPECS[api_key(api)].name
 
 
+def _optional(q: dict[str, str], name: str) -> str | None:
+    """A parameter that may be left out, but not given empty (which would read as "all")."""
+    value = q.get(name)
+    if value == "":
+        raise ValueError(f"parameter '{name}' is empty; leave it out to mean every {name}")
+    return value
+
+
 def _fail(control: Controller, q: dict[str, str]) -> dict[str, Any]:
     count = int(q.get("count", "1"))
-    control.fail_next(q["api"], count, q["error"], q.get("group"), q.get("client"))
+    control.fail_next(q["api"], count, q["error"], _optional(q, "group"), _optional(q, "client"))
     scope = [
         f"group {q['group']}" if q.get("group") else "",
         f"client {q['client']}" if q.get("client") else "",
@@ -168,7 +176,10 @@ def _next(count: int, api: str) -> str:
 
 def _cut(control: Controller, q: dict[str, str]) -> dict[str, Any]:
     count = int(q.get("count", "1"))
-    after = q.get("before", "false") != "true"
+    before = q.get("before", "false")
+    if before not in ("true", "false"):
+        raise ValueError(f"parameter 'before' is {before!r}; true or false")
+    after = before == "false"
     control.cut_connection(q["api"], count, after)
     loses = "loses its connection" if count == 1 else "lose their connection"
     when = "after taking effect" if after else "before taking effect"
@@ -187,7 +198,7 @@ def _latency(control: Controller, q: dict[str, str]) -> dict[str, Any]:
 
 def _partitions(control: Controller, q: dict[str, str], kind: str) -> dict[str, Any]:
     duration = int(q["duration_ms"])
-    group = q.get("group")
+    group = _optional(q, "group")
     fn = control.coordinator_moved if kind == "moved" else control.coordinator_loading
     partitions = fn(duration, group)
     error = "NOT_COORDINATOR" if kind == "moved" else "COORDINATOR_LOAD_IN_PROGRESS"

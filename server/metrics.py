@@ -44,7 +44,7 @@ class Metrics:
         )
         self.errors = Counter(
             "minicoord_errors",
-            "Responses carrying a top-level error code, by API and error",
+            "Error codes in responses, top-level and per partition, by API and error",
             ["api", "error"],
             registry=self.registry,
         )

@@ -15,6 +15,8 @@ import re
 import subprocess
 import sys
 import time
+import urllib.error
+import urllib.request
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -392,3 +394,28 @@ def test_a_group_of_a_loading_partition_is_not_said_not_to_exist(
         server.call(lambda: coordinator.set_partition_status(partition, PartitionStatus.ACTIVE))
     code, _, err = ctl("describe", "late")
     assert (code, err) == (1, "minicoord: group late does not exist")
+
+
+@pytest.mark.parametrize(
+    ("path", "why"),
+    [
+        ("/moved?duration_ms=100&group=", "parameter 'group' is empty"),
+        ("/loading?duration_ms=100&group=", "parameter 'group' is empty"),
+        ("/fail?api=Heartbeat&error=NOT_COORDINATOR&client=", "parameter 'client' is empty"),
+        ("/cut?api=Heartbeat&before=maybe", "parameter 'before' is 'maybe'; true or false"),
+        ("/moved?ms=100", "missing parameter 'duration_ms'"),
+    ],
+)
+def test_the_http_api_refuses_parameters_it_would_misread(
+    server: EmbeddedServer, path: str, why: str
+) -> None:
+    # An empty group= read as "every group", or before=maybe as "after", would act on more
+    # than asked: 400, and nothing changes.
+    url = f"http://127.0.0.1:{server.server.control_port}{path}"
+    with pytest.raises(urllib.error.HTTPError) as refused:
+        urllib.request.urlopen(urllib.request.Request(url, method="POST"), timeout=10)
+    assert refused.value.code == 400
+    assert json.loads(refused.value.read())["message"].startswith(why)
+    faults = server.call(lambda: server.server.broker.faults)
+    assert faults is None or not (faults.fail_rules or faults.cut_rules)
+    assert server.call(lambda: dict(server.server.broker.coordinator.partition_status)) == {}
