@@ -21,10 +21,12 @@ from minicoord.protocol.fast_fetch import FetchedPartition
 from minicoord.server.data.fetching import FetchPartition, PartitionData, read_partitions
 from minicoord.server.handlers.base import EncodedResponse, Handler, RequestContext
 from minicoord.server.security import authorize
+from minicoord.server.topic_configs import CODECS
 
 API_KEY = 1
 TOPIC = authorize.TOPIC
 _DENIED = PartitionData(ErrorCode.TOPIC_AUTHORIZATION_FAILED)
+ZSTD = CODECS["zstd"]
 # Kafka's fetch.max.bytes: the most a broker answers one fetch with, whatever is asked.
 FETCH_MAX_BYTES = 57_671_680
 # A client asking for a longer wait is still answered within this bound, so a stuck
@@ -80,6 +82,8 @@ def handle(ctx: RequestContext, request: Any) -> Any:
     def respond(data: list[PartitionData]) -> Any:
         if refused_parts:
             data = _with_refusals(topics, data, refused_parts)
+        if version < 10:
+            data = _without_zstd(registry, topics, data)
         answers = iter(data)
         body = fast_fetch.encode_response(
             version,
@@ -113,6 +117,27 @@ def handle(ctx: RequestContext, request: Any) -> Any:
     broker.data.fetch_waits.park(parked, logs, request.min_bytes, broker.now() + wait_ms)
     broker.rearm()
     return parked
+
+
+def _without_zstd(
+    registry: Any, topics: list[tuple[Any, list[FetchPartition]]], data: list[PartitionData]
+) -> list[PartitionData]:
+    """Fetch before v10 cannot read zstd: a partition of a topic whose compression.type is
+    zstd is answered UNSUPPORTED_COMPRESSION_TYPE, as Kafka's maybeConvertFetchedData does
+    (by the topic's config, not by its batches)."""
+    zstd = {
+        id(p)
+        for _, parts in topics
+        for p in parts
+        if p.topic is not None and registry.config_of(p.topic).compression == ZSTD
+    }
+    if not zstd:
+        return data
+    flat = [p for _, parts in topics for p in parts]
+    return [
+        PartitionData(ErrorCode.UNSUPPORTED_COMPRESSION_TYPE) if id(p) in zstd else d
+        for p, d in zip(flat, data, strict=True)
+    ]
 
 
 def _deduplicated(topics: Any, by_id: bool) -> list[tuple[Any, list[Any]]]:
