@@ -22,6 +22,7 @@ from minicoord.server.broker import Broker
 from minicoord.server.coordinator.replay import PartitionReplay
 from minicoord.server.data.producers import ProducerStates
 from minicoord.server.topics import METADATA_TOPIC, OFFSETS_TOPIC, Topic
+from minicoord.storage import producer_snapshots
 from minicoord.storage.log import LogManager, StoreError
 from minicoord.storage.partition_log import CorruptLog, PartitionLog
 
@@ -45,6 +46,10 @@ def open_topic_partition(
 ) -> tuple[PartitionLog, ProducerStates]:
     producers = ProducerStates()
     plog = logs.open_log(topic.name, index, segment_bytes, producers.load)
+    if plog.directory is not None:
+        snapshot = producer_snapshots.latest(plog.directory, plog.next_offset)
+        if snapshot is not None:
+            producers.merge_snapshot(*snapshot)
     return plog, producers
 
 

@@ -119,6 +119,10 @@ class PartitionLog:
         self.segment_ms: int | None = None
         self.segments: list[Segment] = []
         self._bases: list[int] = []
+        # Told the offsets at which its owner may write state beside the log, complete up to
+        # there: each roll (the new segment's base) and a clean close (the log's end). The
+        # data plane writes producer snapshots at them, as Kafka does.
+        self.at_boundary: Callable[[int], None] | None = None
         self.log_start_offset = log_start_offset
         self.next_offset = 0  # the log end offset
         self.high_watermark = 0
@@ -334,6 +338,8 @@ class PartitionLog:
         with self.lock:
             self.segments.append(segment)
             self._bases.append(base_offset)
+        if self.at_boundary is not None:
+            self.at_boundary(base_offset)
         return segment
 
     # -- reading ----------------------------------------------------------------------------
@@ -575,6 +581,10 @@ class PartitionLog:
         return sum(s.size for s in self.segments)
 
     def close(self) -> None:
+        """Close the segments (a clean shutdown: the caller flushed them first)."""
+        if self.at_boundary is not None and self.segments:
+            self.at_boundary(self.next_offset)
+            self.at_boundary = None
         for segment in self.segments:
             segment.close()
 

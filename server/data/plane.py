@@ -13,6 +13,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Iterable
 from dataclasses import dataclass
+from functools import partial
 
 from minicoord.protocol.errors import ErrorCode
 from minicoord.server.config import Config
@@ -22,6 +23,7 @@ from minicoord.server.data.fetching import FetchWaits
 from minicoord.server.data.producers import ProducerIds, ProducerStates
 from minicoord.server.data.validate import InvalidBatch, Limits, check_produced
 from minicoord.server.topics import LEADER_EPOCH, OFFSETS_TOPIC, Topic, TopicRegistry
+from minicoord.storage import producer_snapshots
 from minicoord.storage.checkpoints import write_partition_metadata
 from minicoord.storage.log import LogManager
 from minicoord.storage.partition_log import PartitionLog, WriteMark
@@ -131,9 +133,11 @@ class DataPlane:
         self, topic: Topic, index: int, plog: PartitionLog, producers: ProducerStates | None = None
     ) -> PartitionState:
         self.logs.install(topic.name, index, plog)
+        state = PartitionState(topic, index, plog, producers or ProducerStates())
         if topic.name != OFFSETS_TOPIC:
             plog.segment_ms = self.topics.config_of(topic).roll_ms
-        state = PartitionState(topic, index, plog, producers or ProducerStates())
+            if plog.directory is not None:
+                plog.at_boundary = partial(_snapshot_producers, plog, state.producers)
         self.partitions[(topic.name, index)] = state
         self.unavailable.pop((topic.name, index), None)
         return state
@@ -353,3 +357,16 @@ class DataPlane:
         if deleted:
             self.logs.save_start_offsets()
         return deleted
+
+
+def _snapshot_producers(plog: PartitionLog, producers: ProducerStates, offset: int) -> None:
+    """A producer snapshot at a roll or a clean close, as Kafka writes one (a partition whose
+    producers are all plain writes none)."""
+    entries = producers.snapshot()
+    if not entries or plog.directory is None:
+        return
+    try:
+        producer_snapshots.write(plog.directory, offset, entries)
+    except OSError as exc:
+        # Only advice for a restart: the batches still hold what they hold.
+        log.warning("%s: producer snapshot at offset %d not written: %s", plog.name, offset, exc)

@@ -10,8 +10,10 @@ Kafka's rules (ProducerStateManager / ProducerAppendInfo), kept per partition:
 - Otherwise the batch's first sequence must follow the last one (wrapping at 2^31 - 1), or it
   is OUT_OF_ORDER_SEQUENCE_NUMBER. A producer the partition knows nothing about (it never
   wrote here, or retention removed its batches) may start at any sequence.
-The state is rebuilt from batch headers when a log is opened, so a restart dedups retries
-of batches written before it.
+The state is rebuilt when a log is opened, so a restart dedups retries of batches written
+before it and still refuses a replaced producer's epoch: from the latest snapshot (written at
+each roll and at a clean shutdown, as Kafka writes them) and the batch headers in the log,
+since retention and compaction may have removed a producer's batches but not its state.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from dataclasses import dataclass, field
 
 from minicoord.protocol.errors import ErrorCode
 from minicoord.storage.batch import NO_PRODUCER_ID, NO_SEQUENCE, BatchInfo
+from minicoord.storage.producer_snapshots import SnapshotEntry
 
 INT32_MAX = 2**31 - 1
 # Batches a producer may have in flight with idempotence on; Kafka caches as many per producer.
@@ -139,6 +142,51 @@ class ProducerStates:
     def load(self, info: BatchInfo) -> None:
         """Replay one batch header found in the log (its base offset is already assigned)."""
         self.update(info, info.base_offset)
+
+    def snapshot(self) -> list[SnapshotEntry]:
+        """Each producer as Kafka's snapshot keeps it: its epoch and its last batch."""
+        out = []
+        for pid, entry in self.producers.items():
+            if entry.batches:
+                last = entry.batches[-1]
+                out.append(
+                    SnapshotEntry(
+                        pid,
+                        entry.epoch,
+                        last.last_sequence,
+                        last.base_offset + last.last_offset_delta,
+                        last.last_offset_delta,
+                        last.timestamp,
+                    )
+                )
+        return out
+
+    def merge_snapshot(self, offset: int, entries: list[SnapshotEntry]) -> None:
+        """Take in a snapshot complete up to `offset`, after the log's surviving batches were
+        loaded. A producer whose last surviving batch lies at or past `offset` is as those
+        batches say (they all survive: nothing past the last roll is cleaned); any other is
+        as the snapshot says, which knew every batch before `offset`, removed since or not."""
+        for e in entries:
+            entry = self.producers.get(e.producer_id)
+            if entry is not None and entry.batches:
+                last = entry.batches[-1]
+                if last.base_offset >= offset or (
+                    entry.epoch == e.epoch and last.last_sequence == e.last_sequence
+                ):
+                    continue  # the batches know as much, and keep more of them
+            first = e.last_sequence - e.offset_delta
+            if first < 0:
+                first += INT32_MAX + 1  # the batch's sequences wrapped
+            restored = self.producers[e.producer_id] = ProducerEntry(e.epoch)
+            restored.batches.append(
+                BatchMeta(
+                    first,
+                    e.last_sequence,
+                    e.last_offset - e.offset_delta,
+                    e.offset_delta,
+                    e.timestamp,
+                )
+            )
 
 
 class ProducerIds:
