@@ -288,3 +288,60 @@ def test_a_silent_classic_member_is_fenced_after_its_session_timeout() -> None:
         consumers["a"] = (out.member_epoch, h.owned(out) if out.assignment else owned)
     assert first.member_id not in h.group().members
     assert consumers["a"][1]["foo"] == list(range(6))
+
+
+def test_a_classic_member_replacing_the_last_static_consumer_member_turns_the_group_classic() -> (
+    None
+):
+    # Kafka's classicGroupJoinToConsumerGroup, step 4: the static member's new incarnation
+    # speaks the classic protocol and the group has no other consumer-protocol member, so the
+    # group becomes classic: Stable at its epoch, the newcomer holding the old assignment.
+    h = Mixed()
+    old = new_member_id()
+    out = h.hb(old, 0, instance="app-1")
+    out = h.hb(old, out.member_epoch, owned=h.owned(out), instance="app-1")
+    assert out.error is E.NONE and h.group().members[old].assigned
+    epoch = h.group().epoch
+    assert h.hb(old, -2, instance="app-1").error is E.NONE  # a static member's pause
+    ticket = next(h._tickets)
+    h.absorb(
+        h.coordinator.join_group(
+            h.now,
+            ticket,
+            group_id=GROUP,
+            member_id="",
+            group_instance_id="app-1",
+            client_id="classic",
+            client_host="/127.0.0.1",
+            session_timeout_ms=SESSION,
+            rebalance_timeout_ms=30_000,
+            protocol_type="consumer",
+            protocols=[("range", subscription("foo"))],
+            require_known_member_id=True,
+        )
+    )
+    joined = h.replies.pop(ticket)
+    assert joined.error is E.NONE and joined.generation_id == epoch
+    group = h.group()
+    assert isinstance(group, Group), group
+    assert group.state is GroupState.STABLE and group.generation_id == epoch
+    assert list(group.members) == [joined.member_id]
+    ticket = next(h._tickets)
+    h.absorb(
+        h.coordinator.sync_group(
+            h.now,
+            ticket,
+            group_id=GROUP,
+            generation_id=epoch,
+            member_id=joined.member_id,
+            group_instance_id="app-1",
+            protocol_type="consumer",
+            protocol_name="range",
+            assignments={},
+        )
+    )
+    synced = h.replies.pop(ticket)
+    assert synced.error is E.NONE and _partitions(synced.assignment) == list(range(6))
+    h.tick(SESSION - 1)
+    assert h.coordinator.heartbeat(h.now, GROUP, joined.member_id, epoch, "app-1") is E.NONE
+    assert group.state is GroupState.STABLE  # no rebalance on the way

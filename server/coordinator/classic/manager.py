@@ -136,14 +136,18 @@ class GroupManager(JoinPhase):
         if self.groups.get(group.group_id) is group:
             del self.groups[group.group_id]
 
-    def install(self, fx: Effects, now: int, group: Group, reason: str) -> None:
+    def install(
+        self, fx: Effects, now: int, group: Group, reason: str, rebalance: bool = True
+    ) -> None:
         """A consumer group converted back to classic: persisted, its members' sessions run,
-        and it rebalances so that they rejoin as a classic group."""
+        and (unless a static member's replacement converted it) it rebalances so that they
+        rejoin as a classic group."""
         self.groups[group.group_id] = group
         self._persist_group(fx, now, group)
         for member in group.members.values():
             self._schedule_session_check(group, now + member.session_timeout_ms)
-        self._prepare_rebalance(fx, now, group, reason)
+        if rebalance:
+            self._prepare_rebalance(fx, now, group, reason)
 
     def expire(self, fx: Effects, now: int, group: Group) -> None:
         """Delete an Empty group that has no offsets left."""

@@ -10,7 +10,10 @@
   REBALANCE_IN_PROGRESS whenever rejoining would move it on (a newer target, partitions to
   give up, or partitions it waited for that are now free).
 - Downgrade: when the members left are all classic, the group becomes a classic group again
-  at the group epoch, Stable with its target assignment, and rebalances once.
+  at the group epoch, Stable with its target assignment, and rebalances once; when a classic
+  member takes the place of the last consumer-protocol one (a static member, by instance id),
+  it becomes classic the same way but does not rebalance, the newcomer holding the assignment
+  of the member it replaced.
 Empty groups change type freely, whatever the policy.
 """
 
@@ -262,12 +265,16 @@ class MixedGroups:
         member = self.consumers.admit(fx, now, group, False, old, replaced, updated, owned)
         gid = group.group_id
         self.timers.cancel(("cg-join", gid, mid))
-        self.timers.schedule(
-            ("cg-sync", gid, mid),
-            now + max(member.rebalance_timeout_ms, 0),
-            self._on_sync_timeout,
-            (group, mid),
-        )
+        # Kafka's classicGroupJoinToConsumerGroup, step 4: a classic member that replaced the
+        # last consumer-protocol member (a static one, by its instance id) turns the group
+        # classic, Stable at its epoch, with no rebalance.
+        if replaced is None or not self.downgrade(fx, now, group, [], replacement=True):
+            self.timers.schedule(
+                ("cg-sync", gid, mid),
+                now + max(member.rebalance_timeout_ms, 0),
+                self._on_sync_timeout,
+                (group, mid),
+            )
         fx.reply(
             ticket,
             JoinOutcome(
@@ -422,9 +429,18 @@ class MixedGroups:
 
     # -- downgrade: consumer -> classic -----------------------------------------------------
 
-    def downgrade(self, fx: Effects, now: int, group: ConsumerGroup, leaving: list[str]) -> bool:
+    def downgrade(
+        self,
+        fx: Effects,
+        now: int,
+        group: ConsumerGroup,
+        leaving: list[str],
+        replacement: bool = False,
+    ) -> bool:
         """When the members that stay all speak the classic protocol, the group becomes a
-        classic group again (records into `fx`); whether it did."""
+        classic group again (records into `fx`); whether it did. After members left it
+        rebalances; after a classic member took a static member's place (`replacement`) it
+        stays Stable, the newcomer holding what the member it replaced was assigned."""
         remaining = [m for m in group.members.values() if m.member_id not in leaving]
         if (
             not remaining
@@ -457,11 +473,18 @@ class MixedGroups:
         classic.state = GroupState.STABLE
         for m in group.members.values():
             self.consumers.cancel_member_timers(group, m.member_id)
-        self.classic.install(fx, now, classic, "the group converted back to the classic protocol")
+        self.classic.install(
+            fx,
+            now,
+            classic,
+            "the group converted back to the classic protocol",
+            rebalance=not replacement,
+        )
         log.info(
-            "group %s: converted from consumer back to classic at generation %d with %d members",
+            "group %s: converted from consumer back to classic at generation %d with %d members%s",
             group.group_id,
             classic.generation_id,
             len(classic.members),
+            " (a classic member replaced the last consumer-protocol one)" if replacement else "",
         )
         return True
