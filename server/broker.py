@@ -131,7 +131,12 @@ class Broker:
         self.logs.install(METADATA_TOPIC, 0, plog)
         self._metadata_log = plog
         replay_metadata(
-            plog, self.topics, self.data.producer_ids.restore, self.acls, self._replay_user
+            plog,
+            self.topics,
+            self.data.producer_ids.restore,
+            self.acls,
+            self._replay_user,
+            self.coordinator.group_configs.replay,
         )
 
     def add_acls(self, acls: list[Acl]) -> None:
@@ -204,6 +209,11 @@ class Broker:
         self.data.create_logs(topic, first=old)
         self.coordinator.on_topics_changed({topic.name}, created=False)
         log.info("topic %s: %d -> %d partitions", topic.name, old, count)
+
+    def alter_group_configs(self, group: str, overrides: dict[str, str]) -> None:
+        """A group's new overrides (checked): persisted in the metadata log, in force from
+        its members' next heartbeats."""
+        self.persist_metadata(self.coordinator.group_configs.set(group, overrides))
 
     def alter_topic_configs(self, topic: Topic, overrides: dict[str, str]) -> None:
         self.persist_metadata(self.topics.alter_configs(topic, overrides))

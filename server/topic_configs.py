@@ -35,6 +35,7 @@ class ConfigSource(IntEnum):
     TOPIC_CONFIG = 1
     STATIC_BROKER_CONFIG = 4
     DEFAULT_CONFIG = 5
+    GROUP_CONFIG = 8
 
 
 @dataclass(frozen=True, slots=True)

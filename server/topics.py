@@ -268,8 +268,10 @@ def replay_metadata(
     on_producer_ids: Callable[[int], None] | None = None,
     acls: AclStore | None = None,
     on_user: Callable[[Any], None] | None = None,
+    on_group_config: Callable[[Any], None] | None = None,
 ) -> None:
-    """Rebuild the topics (producer id blocks, ACLs, SCRAM users) from the metadata log."""
+    """Rebuild the topics (producer id blocks, ACLs, SCRAM users, group configs) from the
+    metadata log."""
     for stored in plog.records():
         if stored.value is None:
             continue
@@ -284,6 +286,9 @@ def replay_metadata(
         elif isinstance(record, mr.UserScramCredentialRecord | mr.RemoveUserScramCredentialRecord):
             if on_user is not None:
                 on_user(record)
+        elif isinstance(record, mr.ConfigRecord) and record.resource_type == mr.RESOURCE_GROUP:
+            if on_group_config is not None:
+                on_group_config(record)
         elif acls is None or not replay_acl(record, acls):
             registry.replay(record)
 

@@ -32,6 +32,7 @@ from minicoord.server.coordinator.results import (
     Ticket,
 )
 from minicoord.server.coordinator.timers import TimerQueue
+from minicoord.server.group_configs import GroupConfigs
 from minicoord.server.topics import TopicRegistry
 
 if TYPE_CHECKING:
@@ -62,6 +63,7 @@ class GroupCoordinator(GroupAdmin):
         # empty-dict test per request.
         self.partition_status: dict[int, PartitionStatus] = {}
         self.groups.paused = self.partition_status
+        self.group_configs = GroupConfigs(config)
         requests = OffsetRequests(
             config,
             self.groups,
@@ -95,6 +97,8 @@ class GroupCoordinator(GroupAdmin):
         )
         consumers.rebalance_listeners = self.groups.rebalance_listeners
         consumers.paused = self.partition_status
+        consumers.session_overrides = self.group_configs.session_ms
+        consumers.interval_overrides = self.group_configs.interval_ms
         return consumers
 
     def consumer_group(self, group_id: str) -> ConsumerGroup | None:

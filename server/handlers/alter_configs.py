@@ -1,4 +1,5 @@
-"""AlterConfigs (key 33), versions 0-2: the configs given become a topic's whole set.
+"""AlterConfigs (key 33), versions 0-2: the configs given become a topic's (or a group's,
+server/group_configs.py) whole set.
 
 The older form of IncrementalAlterConfigs, still served by Kafka 4 and the only one some
 clients have (kafkajs' `admin.alterConfigs`). As Kafka's legacy path does, every override
@@ -17,22 +18,25 @@ from kafka.protocol.admin import AlterConfigsResponse
 from minicoord.protocol.apis import SPECS
 from minicoord.server.handlers.base import Handler, RequestContext
 from minicoord.server.handlers.incremental_alter_configs import alter_resources
-from minicoord.server.topic_configs import TOPIC_CONFIGS, InvalidConfig
+from minicoord.server.topic_configs import ConfigDef, InvalidConfig
 
 API_KEY = 33
 
 
 def handle(ctx: RequestContext, request: Any) -> Any:
     return alter_resources(
-        ctx, request, AlterConfigsResponse, lambda r: lambda _current: _replacing(r.configs)
+        ctx,
+        request,
+        AlterConfigsResponse,
+        lambda r: lambda _current, defs, kind: _replacing(r.configs, defs, kind),
     )
 
 
-def _replacing(configs: Any) -> dict[str, str]:
+def _replacing(configs: Any, defs: dict[str, ConfigDef], kind: str) -> dict[str, str]:
     overrides = {}
     for c in configs:
-        if c.name not in TOPIC_CONFIGS:
-            raise InvalidConfig(f"Unknown topic config name: {c.name}")
+        if c.name not in defs:
+            raise InvalidConfig(f"Unknown {kind} config name: {c.name}")
         overrides[c.name] = c.value  # not null: refused before (incremental_alter_configs)
     return overrides
 

@@ -3,7 +3,8 @@
 Topics: every Kafka topic config with its value and where the value came from (the topic's
 override, a broker config given with --config, or Kafka's default), with synonyms when asked
 (v1+), types and documentation when asked (v3+). The broker (named by its id): every broker
-config minicoord has, read-only (they are set at start). v4 is flexible.
+config minicoord has, read-only (they are set at start). A group (any id, as in Kafka): its
+consumer session timeout and heartbeat interval, its own or the broker's. v4 is flexible.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from kafka.protocol.admin import DescribeConfigsResponse
 from minicoord.protocol.apis import SPECS
 from minicoord.protocol.errors import ErrorCode
 from minicoord.server.config import Config
+from minicoord.server.group_configs import GROUP_RESOURCE
 from minicoord.server.handlers.base import Handler, RequestContext
 from minicoord.server.security import authorize
 from minicoord.server.topic_configs import ConfigSource, ConfigType
@@ -67,6 +69,11 @@ def handle(ctx: RequestContext, request: Any) -> Any:
                     )
                     for e in ctx.broker.topics.config_of(topic).describe(keys)
                 ]
+        elif r.resource_type == GROUP_RESOURCE:
+            if not r.resource_name:
+                error, message = ErrorCode.INVALID_REQUEST, "Group name must not be empty"
+            else:
+                configs = _group_entries(ctx, r.resource_name, keys, synonyms, documentation)
         elif r.resource_type == RESOURCE_BROKER:
             node = ctx.broker.config.broker_id
             if not r.resource_name:
@@ -96,6 +103,30 @@ def handle(ctx: RequestContext, request: Any) -> Any:
             )
         )
     return DescribeConfigsResponse(version=version, throttle_time_ms=0, results=results)
+
+
+def _group_entries(
+    ctx: RequestContext, group: str, keys: list[str] | None, synonyms: bool, documentation: bool
+) -> list[Any]:
+    out = []
+    for definition, value, own in ctx.broker.coordinator.group_configs.describe(group, keys):
+        source = ConfigSource.GROUP_CONFIG if own else ConfigSource.DEFAULT_CONFIG
+        out.append(
+            Entry(
+                name=definition.name,
+                value=value,
+                read_only=False,
+                config_source=source,
+                is_default=not own,
+                is_sensitive=False,
+                synonyms=[Synonym(name=definition.name, value=value, source=source)]
+                if synonyms
+                else [],
+                config_type=definition.type,
+                documentation=definition.doc if documentation else None,
+            )
+        )
+    return out
 
 
 def _broker_entries(

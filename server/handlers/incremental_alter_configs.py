@@ -2,9 +2,10 @@
 
 Topic configs can be set, deleted, appended to and subtracted from (the last two for list
 configs such as cleanup.policy); the result is validated as at CreateTopics (INVALID_CONFIG)
-and persisted as ConfigRecords before the answer. `validate_only` changes nothing. Broker
+and persisted as ConfigRecords before the answer. Group configs (resource type 32: a consumer
+group's session timeout and heartbeat interval, server/group_configs.py) likewise. Broker
 configs are static here (set with --config at start): altering them is INVALID_REQUEST.
-v1 is flexible.
+`validate_only` changes nothing. v1 is flexible.
 """
 
 from __future__ import annotations
@@ -17,13 +18,24 @@ from kafka.protocol.admin import IncrementalAlterConfigsResponse
 from minicoord.protocol.apis import SPECS
 from minicoord.protocol.errors import ErrorCode
 from minicoord.server.coordinator.results import Result
+from minicoord.server.group_configs import DEFS as GROUP_CONFIGS
+from minicoord.server.group_configs import GROUP_RESOURCE
 from minicoord.server.handlers.base import Handler, RequestContext
 from minicoord.server.security import authorize
-from minicoord.server.topic_configs import TOPIC_CONFIGS, ConfigType, InvalidConfig, validate
+from minicoord.server.topic_configs import (
+    TOPIC_CONFIGS,
+    ConfigDef,
+    ConfigType,
+    InvalidConfig,
+    validate,
+)
 
 API_KEY = 44
 RESOURCE_TOPIC = 2
 SET, DELETE, APPEND, SUBTRACT = 0, 1, 2, 3
+# A resource's new overrides from its current ones, the definitions of its kind's configs
+# and the kind's name in messages ("topic", "group"); InvalidConfig to refuse.
+Overrides = Callable[[dict[str, str], dict[str, ConfigDef], str], dict[str, str]]
 
 
 def handle(ctx: RequestContext, request: Any) -> Any:
@@ -31,7 +43,7 @@ def handle(ctx: RequestContext, request: Any) -> Any:
         ctx,
         request,
         IncrementalAlterConfigsResponse,
-        lambda r: lambda current: _altered(current, r.configs),
+        lambda r: lambda current, defs, kind: _altered(current, r.configs, defs, kind),
     )
 
 
@@ -39,7 +51,7 @@ def alter_resources(
     ctx: RequestContext,
     request: Any,
     response_cls: Any,
-    overrides_for: Callable[[Any], Callable[[dict[str, str]], dict[str, str]]],
+    overrides_for: Callable[[Any], Overrides],
 ) -> Any:
     """Alter each resource of an AlterConfigs or IncrementalAlterConfigs request, the new
     overrides of each made by `overrides_for(resource)` (see alter_resource), and answer
@@ -87,15 +99,28 @@ def alter_resource(
     ctx: RequestContext,
     resource_type: int,
     name: str,
-    overrides_of: Callable[[dict[str, str]], dict[str, str]],
+    overrides_of: Overrides,
     validate_only: bool,
 ) -> tuple[ErrorCode, str | None]:
-    """Give a topic the overrides `overrides_of` makes of its current ones (raising
-    InvalidConfig to refuse), validated as at CreateTopics; the error and message to answer."""
+    """Give a topic (or group) the overrides `overrides_of` makes of its current ones
+    (raising InvalidConfig to refuse), validated as at CreateTopics (as Kafka's GroupConfig
+    checks them); the error and message to answer."""
     broker = ctx.broker
     refusal = authorize.config_refusal(ctx, resource_type, name, authorize.ALTER_CONFIGS)
     if refusal is not None:
         return refusal
+    if resource_type == GROUP_RESOURCE:
+        if not name:
+            return ErrorCode.INVALID_REQUEST, "Group name must not be empty"
+        store = broker.coordinator.group_configs
+        try:
+            overrides = overrides_of(dict(store.overrides.get(name, {})), GROUP_CONFIGS, "group")
+            store.check(overrides)
+        except InvalidConfig as exc:
+            return ErrorCode.INVALID_CONFIG, str(exc)
+        if not validate_only:
+            broker.alter_group_configs(name, overrides)
+        return ErrorCode.NONE, None
     if resource_type != RESOURCE_TOPIC:
         return (
             ErrorCode.INVALID_REQUEST,
@@ -111,7 +136,9 @@ def alter_resource(
             "(offsets.topic.*, log.cleaner.*): set them with --config at start",
         )
     try:
-        overrides = overrides_of(dict(broker.topics.config_of(topic).overrides))
+        overrides = overrides_of(
+            dict(broker.topics.config_of(topic).overrides), TOPIC_CONFIGS, "topic"
+        )
         validate(overrides)
     except InvalidConfig as exc:
         return ErrorCode.INVALID_CONFIG, str(exc)
@@ -120,16 +147,18 @@ def alter_resource(
     return ErrorCode.NONE, None
 
 
-def _altered(overrides: dict[str, str], changes: Any) -> dict[str, str]:
+def _altered(
+    overrides: dict[str, str], changes: Any, defs: dict[str, ConfigDef], kind: str
+) -> dict[str, str]:
     for c in changes:
-        definition = TOPIC_CONFIGS.get(c.name)
+        definition = defs.get(c.name)
         op = c.config_operation
         if definition is None and op == DELETE and c.name not in overrides:
             # Deleting what is not there changes nothing, and Kafka's controller validates
             # only the configs a change leaves (ConfigurationControlManager): no error.
             continue
         if definition is None:
-            raise InvalidConfig(f"Unknown topic config name: {c.name}")
+            raise InvalidConfig(f"Unknown {kind} config name: {c.name}")
         if op == SET:
             overrides[c.name] = c.value  # not null: refused before (_malformed)
         elif op == DELETE:

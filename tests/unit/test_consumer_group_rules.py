@@ -305,3 +305,21 @@ def test_no_session_runs_out_while_the_partition_is_not_served() -> None:
     assert set(h.group().members) == {"a", "b"}
     h.tick(1)
     assert set(h.group().members) == {"a"}
+
+
+def test_a_groups_own_session_timeout_and_interval_are_its_members() -> None:
+    # Group configs (consumer.session.timeout.ms / consumer.heartbeat.interval.ms): the next
+    # heartbeat answers the group's interval, and sessions run out at the group's timeout.
+    h = Harness(foo=4)
+    h.coordinator.group_configs.set(
+        GROUP, {"consumer.session.timeout.ms": "3000", "consumer.heartbeat.interval.ms": "250"}
+    )
+    assert h.hb("a", 0, topics=["foo"]).heartbeat_interval_ms == 250
+    h.tick(2_999)
+    assert set(h.group().members) == {"a"}
+    h.tick(1)
+    assert set(h.group().members) == set()
+    h.coordinator.group_configs.set(GROUP, {})  # back to the broker's
+    assert h.hb("b", 0, topics=["foo"]).heartbeat_interval_ms == 500
+    h.tick(3_000)
+    assert set(h.group().members) == {"b"}

@@ -5,7 +5,8 @@ topic changes, and the operator's and loader's entry points. A mixin of Consumer
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Container
+from collections.abc import Callable, Container, Mapping
+from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
 from minicoord.protocol.errors import ErrorCode
@@ -42,6 +43,10 @@ class MemberLifecycle:
     downgrade: Callable[[Effects, int, ConsumerGroup, list[str]], bool] | None
     # Offsets partitions not served now (the coordinator's status dict): their sessions wait.
     paused: Container[int] = frozenset()
+    # Groups with their own consumer.session.timeout.ms / consumer.heartbeat.interval.ms
+    # (group configs): the coordinator's GroupConfigs dicts, usually empty.
+    session_overrides: Mapping[str, int] = MappingProxyType({})
+    interval_overrides: Mapping[str, int] = MappingProxyType({})
 
     if TYPE_CHECKING:
         # Provided by ConsumerGroupManager's epochs mixin (epochs.py).
@@ -144,10 +149,11 @@ class MemberLifecycle:
 
     # -- timers ---------------------------------------------------------------------------
 
-    def session_timeout_ms(self, member: ConsumerMember) -> int:
+    def session_timeout_ms(self, group_id: str, member: ConsumerMember) -> int:
         if member.classic is not None:
             return member.classic.session_timeout_ms
-        return self.config.group_consumer_session_timeout_ms
+        # The group's own consumer.session.timeout.ms (a group config), else the broker's.
+        return self.session_overrides.get(group_id, self.config.group_consumer_session_timeout_ms)
 
     def _schedule_session(self, group: ConsumerGroup, member: ConsumerMember, now: int) -> None:
         """Move the member's session on, and have the group's sessions looked at by its end.
@@ -159,7 +165,7 @@ class MemberLifecycle:
         member.last_seen = now
         self.timers.schedule_by(
             ("cg-sessions", group.group_id),
-            now + self.session_timeout_ms(member),
+            now + self.session_timeout_ms(group.group_id, member),
             self._on_sessions_due,
             (group.group_id,),
         )
@@ -192,7 +198,7 @@ class MemberLifecycle:
         expired = [
             m.member_id
             for m in group.members.values()
-            if m.last_seen + self.session_timeout_ms(m) <= now
+            if m.last_seen + self.session_timeout_ms(group_id, m) <= now
         ]
         for member_id in expired:
             if self.groups.get(group_id) is not group:
@@ -204,13 +210,15 @@ class MemberLifecycle:
                 "group %s: member %s session timed out after %d ms; fencing it",
                 group.group_id,
                 member.member_id,
-                self.session_timeout_ms(member),
+                self.session_timeout_ms(group_id, member),
             )
             self.fence(
                 fx, now, group, [member.member_id], f"member {member.member_id} session timed out"
             )
         if self.groups.get(group_id) is group and group.members:
-            earliest = min(m.last_seen + self.session_timeout_ms(m) for m in group.members.values())
+            earliest = min(
+                m.last_seen + self.session_timeout_ms(group_id, m) for m in group.members.values()
+            )
             self.timers.schedule(
                 ("cg-sessions", group_id), earliest, self._on_sessions_due, (group_id,)
             )
@@ -273,7 +281,10 @@ class MemberLifecycle:
         if group.members:
             self.timers.schedule(
                 ("cg-sessions", group.group_id),
-                now + self.config.group_consumer_session_timeout_ms,
+                now
+                + self.session_overrides.get(
+                    group.group_id, self.config.group_consumer_session_timeout_ms
+                ),
                 self._on_sessions_due,
                 (group.group_id,),
             )

@@ -73,9 +73,11 @@ class ConsumerGroupManager(MemberLifecycle, EpochsAndTargets):
         # classic group when members leave (mixed groups); set by the coordinator.
         self.downgrade: Callable[[Effects, int, ConsumerGroup, list[str]], bool] | None = None
 
-    @property
-    def heartbeat_interval_ms(self) -> int:
-        return self.config.group_consumer_heartbeat_interval_ms
+    def heartbeat_interval_ms(self, group_id: str) -> int:
+        """The group's own consumer.heartbeat.interval.ms (a group config), else the broker's."""
+        return self.interval_overrides.get(
+            group_id, self.config.group_consumer_heartbeat_interval_ms
+        )
 
     @property
     def default_assignor(self) -> str:
@@ -151,7 +153,7 @@ class ConsumerGroupManager(MemberLifecycle, EpochsAndTargets):
             ErrorCode.NONE,
             member_id=member.member_id,
             member_epoch=member.epoch,
-            heartbeat_interval_ms=self.heartbeat_interval_ms,
+            heartbeat_interval_ms=self.heartbeat_interval_ms(group.group_id),
             assignment=dict(member.assigned) if send_assignment else None,
         )
 
@@ -203,7 +205,9 @@ class ConsumerGroupManager(MemberLifecycle, EpochsAndTargets):
             None,
             member.member_id,
             member.epoch,
-            self.config.group_consumer_heartbeat_interval_ms,
+            self.interval_overrides.get(
+                group.group_id, self.config.group_consumer_heartbeat_interval_ms
+            ),
         )
 
     def admit(

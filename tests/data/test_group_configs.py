@@ -1,0 +1,177 @@
+"""Group configs (Kafka 4's GROUP config resource, type 32): a consumer group's own session
+timeout and heartbeat interval, described and altered over the wire as Kafka answers them
+(GroupConfig's names, checks and words), persisted across a restart, and in force for the
+group's members."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+from kafka import KafkaAdminClient
+from kafka.admin import ConfigResource, ConfigResourceType
+from kafka.protocol.admin import (
+    AlterConfigsRequest,
+    DescribeConfigsRequest,
+    IncrementalAlterConfigsRequest,
+)
+from minicoord.clients.connection import ProtocolClient
+from minicoord.protocol.consumer_group_apis import ConsumerGroupHeartbeatRequest
+from minicoord.protocol.errors import ErrorCode
+from minicoord.testing.embedded import running
+
+GROUP = 32
+SESSION, INTERVAL = "consumer.session.timeout.ms", "consumer.heartbeat.interval.ms"
+SET, DELETE = 0, 1
+DEFAULT, GROUP_CONFIG = 5, 8
+CONFIGS = {"group.consumer.session.timeout.ms": 10_000, "group.consumer.heartbeat.interval.ms": 500}
+
+
+async def describe(client: Any, group: str) -> tuple[int, dict[str, tuple[str, int, int]]]:
+    described = await client.request(
+        DescribeConfigsRequest(
+            version=4,
+            resources=[
+                DescribeConfigsRequest.DescribeConfigsResource(
+                    resource_type=GROUP, resource_name=group, configuration_keys=None
+                )
+            ],
+            include_synonyms=True,
+            include_documentation=True,
+        ),
+        4,
+    )
+    result = described.results[0]
+    return result.error_code, {
+        c.name: (c.value, c.config_source, c.config_type) for c in result.configs
+    }
+
+
+async def alter(client: Any, group: str, *changes: tuple[str, int, str | None]) -> tuple[int, str]:
+    resource = IncrementalAlterConfigsRequest.AlterConfigsResource
+    answer = await client.request(
+        IncrementalAlterConfigsRequest(
+            version=1,
+            resources=[
+                resource(
+                    resource_type=GROUP,
+                    resource_name=group,
+                    configs=[
+                        resource.AlterableConfig(name=n, config_operation=op, value=v)
+                        for n, op, v in changes
+                    ],
+                )
+            ],
+            validate_only=False,
+        ),
+        1,
+    )
+    r = answer.responses[0]
+    return r.error_code, r.error_message or ""
+
+
+async def joined_interval(client: Any, group: str) -> int:
+    answer = await client.request(
+        ConsumerGroupHeartbeatRequest(
+            group_id=group,
+            member_id="member-1",
+            member_epoch=0,
+            instance_id=None,
+            rack_id=None,
+            rebalance_timeout_ms=30_000,
+            subscribed_topic_names=["t"],
+            subscribed_topic_regex=None,
+            server_assignor=None,
+            topic_partitions=[],
+        ),
+        1,
+    )
+    assert answer.error_code == 0, answer
+    return int(answer.heartbeat_interval_ms)
+
+
+@pytest.mark.asyncio
+async def test_a_groups_configs_are_described_altered_checked_and_kept(tmp_path: Path) -> None:
+    with running(configs=CONFIGS, topics=[("t", 2)], data_dir=tmp_path) as server:
+        host, port = server.bootstrap.rsplit(":", 1)
+        async with await ProtocolClient.connect(host, int(port)) as client:
+            # Any group id, existing or not: the broker's values, as defaults.
+            assert await describe(client, "g") == (
+                0, {SESSION: ("10000", DEFAULT, 3), INTERVAL: ("500", DEFAULT, 3)}
+            )  # fmt: skip
+            at_least, at_most = "must be greater than or equal to", "must be less than or equal to"
+            refusals = [
+                ((("nope", SET, "1"),), "Unknown group config name: nope"),
+                (
+                    ((SESSION, SET, "x"),),
+                    f"Invalid value x for configuration {SESSION}: Not a number of type INT",
+                ),
+                (
+                    ((SESSION, SET, "500"),),
+                    f"{SESSION} {at_least} group.consumer.min.session.timeout.ms",
+                ),
+                (
+                    ((INTERVAL, SET, "20000"),),
+                    f"{INTERVAL} {at_most} group.consumer.max.heartbeat.interval.ms",
+                ),
+                (
+                    ((SESSION, SET, "2000"), (INTERVAL, SET, "2000")),
+                    f"{SESSION} must be greater than {INTERVAL}",
+                ),
+            ]
+            for changes, why in refusals:
+                assert await alter(client, "g", *changes) == (ErrorCode.INVALID_CONFIG, why)
+            assert (await alter(client, "", (SESSION, SET, "3000")))[0] == ErrorCode.INVALID_REQUEST
+            assert await alter(client, "g", (SESSION, SET, "3000"), (INTERVAL, SET, "250")) == (
+                0,
+                "",
+            )
+            assert await describe(client, "g") == (
+                0, {SESSION: ("3000", GROUP_CONFIG, 3), INTERVAL: ("250", GROUP_CONFIG, 3)}
+            )  # fmt: skip
+            assert await joined_interval(client, "g") == 250
+            assert await joined_interval(client, "other") == 500
+            # The legacy AlterConfigs replaces the whole set, as for a topic.
+            legacy = AlterConfigsRequest.AlterConfigsResource
+            answer = await client.request(
+                AlterConfigsRequest(
+                    version=2,
+                    resources=[
+                        legacy(
+                            resource_type=GROUP,
+                            resource_name="h",
+                            configs=[legacy.AlterableConfig(name=SESSION, value="4000")],
+                        )
+                    ],
+                    validate_only=False,
+                ),
+                2,
+            )
+            assert answer.responses[0].error_code == 0
+            assert (await alter(client, "g", (INTERVAL, DELETE, None)))[0] == 0
+    # Persisted: a restart on the directory has them, and a stock admin client reads them.
+    with running(configs=CONFIGS, data_dir=tmp_path) as server:
+        admin = KafkaAdminClient(bootstrap_servers=server.bootstrap, client_id="group-configs")
+        try:
+            described = admin.describe_configs(
+                [
+                    ConfigResource(ConfigResourceType.GROUP, "g"),
+                    ConfigResource(ConfigResourceType.GROUP, "h"),
+                ],
+                config_filter="all",
+            )
+        finally:
+            admin.close()
+        values = {
+            (name, key): entry["value"]
+            for groups in described.values()
+            for name, configs in groups.items()
+            for key, entry in configs.items()
+        }
+        assert values == {
+            ("g", SESSION): "3000",
+            ("g", INTERVAL): "500",
+            ("h", SESSION): "4000",
+            ("h", INTERVAL): "500",
+        }
