@@ -110,8 +110,11 @@ class GroupConfigs:
 
     def _install(self, group: str, own: dict[str, str]) -> None:
         for values, name in ((self.session_ms, SESSION), (self.interval_ms, INTERVAL)):
-            if name in own:
-                values[group] = int(own[name].strip())
+            raw = own.get(name, "").strip()
+            # Checked before it was written; a value that is not a number anyway (a log
+            # edited by hand) is left to the broker's, never a crash at start.
+            if raw.lstrip("-").isdigit():
+                values[group] = int(raw)
             else:
                 values.pop(group, None)
         if own:
