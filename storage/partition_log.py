@@ -333,6 +333,12 @@ class PartitionLog:
         if directory is None:
             segment = MemorySegment(base_offset)
         else:
+            # What waits in the process (log.flush.policy=none) goes to the OS before a later
+            # segment's file exists: a killed process must not leave a file past data it lost,
+            # a hole below the log's end at the next start. (Kafka's roll flushes what
+            # precedes the new segment.) They stay listed for the turn's mark and fsync.
+            for unwritten in self._unwritten:
+                unwritten.write_out()
             segment = FileSegment.create(directory, base_offset)
             fsync_dir(directory)
         with self.lock:

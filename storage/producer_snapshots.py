@@ -85,7 +85,8 @@ def snapshot_offsets(directory: Path) -> list[int]:
     offsets = []
     for path in directory.glob("*" + SUFFIX):
         stem = path.name[: -len(SUFFIX)]
-        if stem.isdigit():
+        # Regular files only, as Kafka's isSnapshotFile: anything else of the name is not ours.
+        if stem.isdigit() and path.is_file():
             offsets.append(int(stem))
     return sorted(offsets)
 
@@ -100,7 +101,7 @@ def write(directory: Path, offset: int, entries: list[SnapshotEntry]) -> None:
         f.write(encode(entries))
     os.replace(tmp, path)
     for old in snapshot_offsets(directory)[:-KEEP]:
-        (directory / snapshot_name(old)).unlink(missing_ok=True)
+        _discard(directory / snapshot_name(old))
 
 
 def latest(directory: Path, log_end: int) -> tuple[int, list[SnapshotEntry]] | None:
@@ -110,11 +111,18 @@ def latest(directory: Path, log_end: int) -> tuple[int, list[SnapshotEntry]] | N
         path = directory / snapshot_name(offset)
         if offset > log_end:
             log.info("%s: past the log's end (%d); deleted", path, log_end)
-            path.unlink(missing_ok=True)
+            _discard(path)
             continue
         try:
             return offset, decode(path.read_bytes())
         except (OSError, CorruptSnapshot) as exc:
             log.warning("%s: %s; deleted, an older snapshot or the log serves instead", path, exc)
-            path.unlink(missing_ok=True)
+            _discard(path)
     return None
+
+
+def _discard(path: Path) -> None:
+    try:
+        path.unlink(missing_ok=True)
+    except OSError as exc:
+        log.warning("%s: not deleted: %s", path, exc)

@@ -455,3 +455,22 @@ def test_records_without_timestamps_expire_by_the_segments_age(
     dropped = plog.apply_retention(written_ms + 5_000, 1_000, -1)
     assert len(dropped) == len(closed) + 1  # the active one too: every record expired
     assert plog.log_start_offset == 40 == plog.next_offset
+
+
+def test_a_roll_hands_the_buffered_batches_to_the_os_first(tmp_path: Path) -> None:
+    # Under log.flush.policy=none batches wait in the process for the periodic write. A roll
+    # writes them out before the next segment's file exists, so a process killed after rolls
+    # leaves no empty segment past lost data (which read as a hole below the log's end).
+    plog = open_log(tmp_path)
+    plog.segment_ms = 0  # a segment per batch
+    for i in range(4):
+        plog.append([commit("g", 0, i)], timestamp=1_000 * (i + 1))  # never written out
+    assert [s.base_offset for s in plog.segments] == [0, 1, 2, 3]
+    # The process dies here: only what reached the OS is there for the next start.
+    reopened = open_log(tmp_path)
+    assert reopened.next_offset == 3  # the last batch, still in the dead process, is lost
+    assert [decode_value(decode_key(r.key), r.value).offset for r in reopened.records()] == [
+        0,
+        1,
+        2,
+    ]

@@ -101,3 +101,11 @@ def test_a_snapshot_overrides_what_older_batches_say() -> None:
     loaded.merge_snapshot(2, saved)
     assert loaded.producers[1].epoch == 1
     assert loaded.check(info(1, 0, 1, 1, -1)).error.name == "INVALID_PRODUCER_EPOCH"
+
+
+def test_only_regular_files_are_snapshots(tmp_path: Path) -> None:
+    # As Kafka's isSnapshotFile: a directory of a snapshot's name is not read or deleted.
+    (tmp_path / snapshots.snapshot_name(5)).mkdir()
+    snapshots.write(tmp_path, 3, [ENTRY])
+    assert snapshots.latest(tmp_path, 10) == (3, [ENTRY])
+    assert (tmp_path / snapshots.snapshot_name(5)).is_dir()
