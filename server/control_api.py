@@ -231,6 +231,8 @@ def _clear(control: Controller) -> dict[str, Any]:
 
 def _log_level(control: Controller, q: dict[str, str]) -> dict[str, Any]:
     logger = q.get("logger", "minicoord")
+    if not logger:
+        raise ValueError("parameter 'logger' is empty; leave it out to mean minicoord")
     before, after = control.set_log_level(q["level"], logger)
     on = control.broker.request_log is not None
     return {
@@ -245,20 +247,36 @@ def _groups(control: Controller) -> dict[str, Any]:
     groups = control.groups()
     status = control.broker.coordinator.partition_status
     loading = sum(1 for s in status.values() if s is PartitionStatus.LOADING)
-    # Kafka's ListGroups answers COORDINATOR_LOAD_IN_PROGRESS then; the list says it is short.
-    tail = f" ({loading} offsets partitions still loading)" if loading else ""
-    return {"message": f"{len(groups)} groups{tail}", "groups": groups, "loading": loading}
+    failed = sum(1 for s in status.values() if s is PartitionStatus.FAILED)
+    # Kafka's ListGroups answers an error then; the list says what it is short of.
+    notes = [f"{loading} offsets partitions still loading"] if loading else []
+    notes += [f"{failed} offsets partitions not served"] if failed else []
+    tail = f" ({'; '.join(notes)})" if notes else ""
+    return {
+        "message": f"{len(groups)} groups{tail}",
+        "groups": groups,
+        "loading": loading,
+        "failed": failed,
+    }
 
 
 def _describe(control: Controller, group_id: str) -> dict[str, Any]:
     described = control.describe_group(group_id)
     if described is None:
         coordinator = control.broker.coordinator
-        if coordinator.unavailable(group_id) is ErrorCode.COORDINATOR_LOAD_IN_PROGRESS:
-            # What Kafka answers a describe then; "does not exist" would be wrong.
+        unavailable = coordinator.unavailable(group_id)
+        partition = coordinator.partition_for(group_id)
+        # What Kafka answers a describe then (COORDINATOR_LOAD_IN_PROGRESS, or
+        # COORDINATOR_NOT_AVAILABLE); "does not exist" would be wrong.
+        if unavailable is ErrorCode.COORDINATOR_LOAD_IN_PROGRESS:
             raise NotNow(
-                f"group {group_id}: its offsets partition "
-                f"{coordinator.partition_for(group_id)} is still loading; ask again shortly"
+                f"group {group_id}: its offsets partition {partition} is still loading; "
+                "ask again shortly"
+            )
+        if unavailable is ErrorCode.COORDINATOR_NOT_AVAILABLE:
+            raise NotNow(
+                f"group {group_id}: its offsets partition {partition} is not served (its log "
+                "could not be loaded: see the server log and `minicoord log verify`)"
             )
         raise NotFound(f"group {group_id} does not exist")
     return {"message": f"group {group_id}", **described}

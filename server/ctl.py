@@ -80,6 +80,9 @@ def run(args: argparse.Namespace) -> int:
         if body.get("loading"):
             loading = body["loading"]
             print(f"({loading} offsets partitions still loading: their groups are not listed yet)")
+        if body.get("failed"):
+            failed = body["failed"]
+            print(f"({failed} offsets partitions not served: their groups are not listed)")
     elif args.action == "describe":
         print(describe_text(body))
     else:

@@ -16,6 +16,7 @@ from typing import TextIO
 
 from minicoord.protocol import metadata_records
 from minicoord.protocol.records import UnknownRecordType, decode_key, decode_value
+from minicoord.storage import producer_snapshots
 from minicoord.storage.batch import check_batch, iter_batches
 from minicoord.storage.cleaner import CleanResult, clean
 from minicoord.storage.log import LogManager, StoreError, log_dir, logs_in
@@ -113,6 +114,15 @@ def verify(data_dir: Path, out: TextIO = sys.stdout) -> int:
                 out.write(
                     f"note: {leftover} is an interrupted cleaning; the next start finishes it\n"
                 )
+            for offset in producer_snapshots.snapshot_offsets(directory):
+                snapshot = directory / producer_snapshots.snapshot_name(offset)
+                try:
+                    producer_snapshots.decode(snapshot.read_bytes())
+                except (OSError, producer_snapshots.CorruptSnapshot) as exc:
+                    out.write(
+                        f"note: {snapshot}: {exc} (a producer snapshot: deleted at the next "
+                        "start, an older one or the batches serve instead)\n"
+                    )
             segments = list(_segments(directory))
             batches = 0
             for position, path in enumerate(segments):

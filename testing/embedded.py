@@ -113,6 +113,18 @@ class EmbeddedServer:
 
     def start(self, timeout: float = 10) -> EmbeddedServer:
         ready: concurrent.futures.Future[None] = concurrent.futures.Future()
+        booting: list[asyncio.Task[None]] = []
+
+        async def boot() -> None:
+            await self.server.start()  # a failed start gives back what it took
+            try:
+                # Clients would wait out COORDINATOR_LOAD_IN_PROGRESS, but the Python API
+                # reads state directly: a test that restarts on a data dir and looks at its
+                # groups must find them there. (In memory, nothing to load.)
+                await self.server.loaded.wait()
+            except BaseException:
+                await self.server.stop()  # abandoned while loading (the start timed out)
+                raise
 
         def run() -> None:
             loop = _new_loop()
@@ -130,13 +142,11 @@ class EmbeddedServer:
                     acls=self._acls,
                     users=list(self.users.items()),
                 )
-                loop.run_until_complete(self.server.start())
-                # Clients would wait out COORDINATOR_LOAD_IN_PROGRESS, but the Python API reads
-                # state directly: a test that restarts on a data dir and looks at its groups
-                # must find them there. (In memory, nothing to load: this returns at once.)
-                loop.run_until_complete(self.server.loaded.wait())
+                booting.append(loop.create_task(boot()))
+                loop.run_until_complete(booting[0])
             except BaseException as exc:
-                ready.set_exception(exc)
+                if not ready.done():
+                    ready.set_exception(exc)
                 loop.close()
                 return
             ready.set_result(None)
@@ -147,7 +157,16 @@ class EmbeddedServer:
 
         self._thread = threading.Thread(target=run, name="minicoord-server", daemon=True)
         self._thread.start()
-        ready.result(timeout)
+        try:
+            ready.result(timeout)
+        except concurrent.futures.TimeoutError:
+            # Not left running behind the caller's back, holding its port and data dir.
+            if self._loop is not None:
+                self._loop.call_soon_threadsafe(lambda: [task.cancel() for task in booting])
+            self._thread.join(15)
+            raise TimeoutError(
+                f"minicoord did not start within {timeout} s (a data dir still loading?); stopped"
+            ) from None
         return self
 
     def call(self, fn: Callable[[], T], timeout: float = 10) -> T:
@@ -214,8 +233,10 @@ def running(
     users: Mapping[str, str] | Iterable[tuple[str, str]] | None = None,
     tls: TlsFiles | str | Path | None = None,
     ssl_client_auth: str | None = None,
+    start_timeout: float = 10,
 ) -> Iterator[EmbeddedServer]:
-    """A server for the duration of the block; in memory unless data_dir is given.
+    """A server for the duration of the block; in memory unless data_dir is given. It is
+    ready (its logs loaded) within `start_timeout` seconds, or stopped and TimeoutError.
 
     `acls` (specs such as "deny User:* Read group:blocked", see server/security/specs.py)
     and `super_users` (["User:admin"]) switch the authorizer on, as configuring
@@ -245,7 +266,7 @@ def running(
         tls,
         ssl_client_auth,
     )
-    server.start()
+    server.start(start_timeout)
     try:
         yield server
     finally:

@@ -360,7 +360,7 @@ def test_a_child_process_ctl_and_an_unreachable_control_api(server: EmbeddedServ
 
     done = ctl("--control", address, "--json", "groups")
     assert done.returncode == 0 and json.loads(done.stdout) == {
-        "ok": True, "message": "0 groups", "groups": [], "loading": 0
+        "ok": True, "message": "0 groups", "groups": [], "loading": 0, "failed": 0
     }  # fmt: skip
     done = ctl("--control", address, "groups")
     assert (done.returncode, done.stdout) == (0, "no groups\n")
@@ -390,6 +390,12 @@ def test_a_group_of_a_loading_partition_is_not_said_not_to_exist(
         assert body["message"] == "0 groups (1 offsets partitions still loading)"
         code, out, _ = ctl("groups")
         assert out.endswith("(1 offsets partitions still loading: their groups are not listed yet)")
+        # One whose log could not be loaded is not served: COORDINATOR_NOT_AVAILABLE in Kafka.
+        server.call(lambda: coordinator.set_partition_status(partition, PartitionStatus.FAILED))
+        code, _, err = ctl("describe", "late")
+        assert code == 1 and f"its offsets partition {partition} is not served" in err
+        code, body = ctl.json("groups")
+        assert (body["loading"], body["failed"]) == (0, 1)
     finally:
         server.call(lambda: coordinator.set_partition_status(partition, PartitionStatus.ACTIVE))
     code, _, err = ctl("describe", "late")
@@ -404,6 +410,7 @@ def test_a_group_of_a_loading_partition_is_not_said_not_to_exist(
         ("/fail?api=Heartbeat&error=NOT_COORDINATOR&client=", "parameter 'client' is empty"),
         ("/cut?api=Heartbeat&before=maybe", "parameter 'before' is 'maybe'; true or false"),
         ("/moved?ms=100", "missing parameter 'duration_ms'"),
+        ("/log-level?level=DEBUG&logger=", "parameter 'logger' is empty"),
     ],
 )
 def test_the_http_api_refuses_parameters_it_would_misread(

@@ -338,3 +338,21 @@ def test_a_log_level_set_through_one_server_is_the_processs_until_it_stops() -> 
         assert not logging_requests(b)
     with running() as later:
         assert not logging_requests(later)
+
+
+def test_levels_are_put_back_only_when_every_server_that_set_them_stopped() -> None:
+    # Two servers set DEBUG; whichever order they stop in, the level stays while one of them
+    # runs and is put back when the last stops (not to the other's DEBUG).
+    level = logging.getLogger("minicoord").level
+    a = running()
+    b = running()
+    first, second = a.__enter__(), b.__enter__()
+    try:
+        first.control.set_log_level("DEBUG")
+        second.control.set_log_level("DEBUG")
+    finally:
+        a.__exit__(None, None, None)  # the first one started stops first
+    assert logging.getLogger("minicoord").level == logging.DEBUG
+    assert second.call(lambda: second.server.broker.request_log is not None)
+    b.__exit__(None, None, None)
+    assert logging.getLogger("minicoord").level == level

@@ -194,3 +194,27 @@ def test_running_on_a_data_dir_returns_with_its_groups_loaded(tmp_path: Path) ->
         assert {o["partition"]: o["committed"] for o in described["offsets"]} == {
             p: 99_990 + p for p in range(10)
         }
+
+
+def test_a_start_that_times_out_leaves_nothing_running(tmp_path: Path) -> None:
+    # A data dir slower to load than the start's timeout: TimeoutError, and the server is
+    # stopped (its port and the directory's lock given back), not left running unseen.
+    group = "slow"
+    partition = partition_for(group, 50)
+    plog = PartitionLog(log_dir(tmp_path, OFFSETS_TOPIC, partition), str(partition), 1 << 26)
+    plog.open()
+    key = offset_commit_key(group, "t", 0)
+    for start in range(0, 50_000, 1000):
+        plog.append(
+            [Record(key, offset_commit_value(i, -1, "", 0)) for i in range(start, start + 1000)], 0
+        )
+    plog.flush()
+    plog.close()
+    with (
+        pytest.raises(TimeoutError, match="did not start within"),
+        running(data_dir=tmp_path, start_timeout=0.01),
+    ):
+        pass
+    with running(data_dir=tmp_path) as server:
+        described = server.control.describe_group(group)
+        assert described is not None
