@@ -18,7 +18,9 @@ from minicoord.protocol import metadata_records as mr
 from minicoord.server.config import Config
 from minicoord.server.topic_configs import ConfigDef, ConfigType, InvalidConfig
 
-GROUP_RESOURCE = mr.RESOURCE_GROUP
+# mr.RESOURCE_GROUP, written out: reading an attribute of the lazily loaded module at import
+# would load kafka-python's schema machinery at start (3 MB of RSS), not at first use.
+GROUP_RESOURCE = 32
 SESSION = "consumer.session.timeout.ms"
 INTERVAL = "consumer.heartbeat.interval.ms"
 INT_MAX = 2**31 - 1
