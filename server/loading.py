@@ -102,14 +102,19 @@ async def load_logs(
     segment_bytes = broker.config.offsets_topic_segment_bytes
     for partition in offsets_partitions:
         started = time.perf_counter()
+        opened: PartitionLog | None = None
         try:
-            plog, replay = await loop.run_in_executor(
+            opened, replay = await loop.run_in_executor(
                 pool, read_offsets_partition, logs, partition, segment_bytes
             )
             broker.coordinator.finish_loading(replay, broker.now())
         except Exception as exc:
+            if opened is not None:
+                opened.close()  # read, but its records did not replay
             _offsets_not_served(broker, partition, exc)
             continue
+        plog = opened
+        assert plog is not None
         broker.data.install(offsets, partition, plog)
         broker.rearm()
         log.log(
