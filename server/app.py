@@ -199,30 +199,15 @@ class Server:
             await self._start_locked()
         except BaseException:
             # Nothing is served: give back what was taken (a port of this process, or its
-            # data directory's lock, would stay taken until the process exits).
-            await self._abandon_start()
+            # data directory's lock, would stay taken until the process exits). stop() closes
+            # whatever part of the start was done.
+            try:
+                await self.stop(grace_s=0)
+            except Exception:
+                # The start's own failure is the one to raise; this one is only logged.
+                log.exception("stopping after a failed start")
+                self.logs.release_lock()
             raise
-
-    async def _abandon_start(self) -> None:
-        for server in self._servers:
-            server.close()
-        self._servers = []
-        for http in self._admin:
-            http.close()
-        self._admin = []
-        for task in self._tasks:
-            task.cancel()
-        self._tasks = []
-        self.bound = []
-        request_log.forget(self.broker)
-        self._pool.shutdown(wait=True)
-        try:
-            self.broker.close()
-        except Exception:
-            # The start's own failure is the one to raise; this one is only logged.
-            log.exception("closing the logs after a failed start")
-        finally:
-            self.logs.release_lock()
 
     async def _start_locked(self) -> None:
         loop = asyncio.get_running_loop()

@@ -1,10 +1,14 @@
 """Producer batches for the data-path tests, built as clients build them (kafka-python's
-record code), and a data plane over in-memory logs driven by a manual clock."""
+record code), a data plane over in-memory logs driven by a manual clock, and the raw admin and
+fetch requests the wire tests send."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
 
+from kafka.protocol.admin import CreateTopicsRequest, IncrementalAlterConfigsRequest
+from kafka.protocol.consumer import FetchRequest
 from kafka.record.default_records import DefaultRecordBatchBuilder
 from minicoord.server.config import Config
 from minicoord.server.coordinator.timers import TimerQueue
@@ -81,3 +85,85 @@ class Plane:
         for callback in self.timers.pop_due(self.now):
             replies.extend(callback(self.now).replies)
         return replies
+
+
+# -- raw requests ----------------------------------------------------------------------------
+
+
+def new_topic(
+    name: str,
+    partitions: int = -1,
+    assignments: Iterable[tuple[int, list[int]]] = (),
+    configs: Mapping[str, str] | None = None,
+    rf: int = -1,
+) -> Any:
+    """One topic of a CreateTopics request (-1: the broker's defaults)."""
+    new = CreateTopicsRequest.CreatableTopic
+    return new(
+        name=name,
+        num_partitions=partitions,
+        replication_factor=rf,
+        assignments=[
+            new.CreatableReplicaAssignment(partition_index=p, broker_ids=b) for p, b in assignments
+        ],
+        configs=[new.CreatableTopicConfig(name=k, value=v) for k, v in (configs or {}).items()],
+    )
+
+
+def create_topics(*topics: Any, validate_only: bool = False) -> Any:
+    return CreateTopicsRequest(
+        version=7, topics=list(topics), timeout_ms=5000, validate_only=validate_only
+    )
+
+
+def fetch_partition(partition: int, offset: int) -> Any:
+    return FetchRequest.FetchTopic.FetchPartition(
+        partition=partition,
+        current_leader_epoch=-1,
+        fetch_offset=offset,
+        last_fetched_epoch=-1,
+        log_start_offset=-1,
+        partition_max_bytes=1 << 20,
+    )
+
+
+def fetch_request(version: int, topics: Iterable[tuple[str, Iterable[Any]]]) -> Any:
+    """A full, non-waiting Fetch of `(topic, fetch_partition(...)s)` entries, by name."""
+    return FetchRequest(
+        version=version,
+        replica_id=-1,
+        max_wait_ms=0,
+        min_bytes=0,
+        max_bytes=1 << 20,
+        isolation_level=0,
+        session_id=0,
+        session_epoch=-1,
+        topics=[
+            FetchRequest.FetchTopic(topic=name, topic_id=None, partitions=list(partitions))
+            for name, partitions in topics
+        ],
+        forgotten_topics_data=[],
+        rack_id="",
+    )
+
+
+def incremental_alter(
+    resource_type: int, *resources: tuple[str, Iterable[tuple[str, int, str | None]]]
+) -> Any:
+    """IncrementalAlterConfigs v1 of `(resource name, [(config, operation, value)])`."""
+    res = IncrementalAlterConfigsRequest.AlterConfigsResource
+    return IncrementalAlterConfigsRequest(
+        version=1,
+        resources=[
+            res(
+                resource_type=resource_type,
+                resource_name=name,
+                configs=[
+                    res.AlterableConfig(name=k, config_operation=op, value=v)
+                    for k, op, v in configs
+                ],
+            )
+            for name, configs in resources
+        ],
+        validate_only=False,
+    )

@@ -8,12 +8,11 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from datakit import create_topics, incremental_alter, new_topic
 from kafka.protocol.admin import (
     AlterConfigsRequest,
     CreatePartitionsRequest,
-    CreateTopicsRequest,
     DescribeConfigsRequest,
-    IncrementalAlterConfigsRequest,
 )
 from minicoord.clients.connection import ProtocolClient
 from minicoord.protocol.errors import ErrorCode
@@ -21,21 +20,6 @@ from minicoord.testing.embedded import running
 
 TOPIC_RESOURCE = 2
 SET, DELETE = 0, 1
-
-
-def _topic(
-    name: str, assignments: list[tuple[int, list[int]]], partitions: int = -1, rf: int = -1
-) -> Any:
-    new = CreateTopicsRequest.CreatableTopic
-    return new(
-        name=name,
-        num_partitions=partitions,
-        replication_factor=rf,
-        assignments=[
-            new.CreatableReplicaAssignment(partition_index=p, broker_ids=b) for p, b in assignments
-        ],
-        configs=[],
-    )
 
 
 BAD = ErrorCode.INVALID_REPLICA_ASSIGNMENT
@@ -57,12 +41,7 @@ async def test_manual_assignments_are_checked_as_kafkas_controller_checks_them()
         host, port = server.bootstrap.rsplit(":", 1)
         async with await ProtocolClient.connect(host, int(port)) as client:
             made = await client.request(
-                CreateTopicsRequest(
-                    version=7,
-                    topics=[_topic(name, a, n, rf) for name, a, n, rf, _, _ in CASES],
-                    timeout_ms=5000,
-                    validate_only=False,
-                ),
+                create_topics(*(new_topic(name, n, a, rf=rf) for name, a, n, rf, _, _ in CASES)),
                 7,
             )
             answers = {
@@ -78,25 +57,6 @@ async def test_manual_assignments_are_checked_as_kafkas_controller_checks_them()
             assert "ok" in topics and not {n for n, *_ in CASES[1:]} & topics
 
 
-def _incremental(*resources: tuple[str, list[tuple[str, int, str | None]]]) -> Any:
-    res = IncrementalAlterConfigsRequest.AlterConfigsResource
-    return IncrementalAlterConfigsRequest(
-        version=1,
-        resources=[
-            res(
-                resource_type=TOPIC_RESOURCE,
-                resource_name=name,
-                configs=[
-                    res.AlterableConfig(name=k, config_operation=op, value=v)
-                    for k, op, v in configs
-                ],
-            )
-            for name, configs in resources
-        ],
-        validate_only=False,
-    )
-
-
 @pytest.mark.asyncio
 async def test_malformed_config_changes_are_invalid_request_and_change_nothing() -> None:
     with running(topics=[("t", 1), ("u", 1)]) as server:
@@ -104,7 +64,7 @@ async def test_malformed_config_changes_are_invalid_request_and_change_nothing()
         async with await ProtocolClient.connect(host, int(port)) as client:
 
             async def incremental(*resources: Any) -> list[tuple[str, int, str | None]]:
-                answer = await client.request(_incremental(*resources), 1)
+                answer = await client.request(incremental_alter(TOPIC_RESOURCE, *resources), 1)
                 return [(r.resource_name, r.error_code, r.error_message) for r in answer.responses]
 
             assert await incremental(
@@ -163,7 +123,7 @@ async def test_config_values_are_checked_with_kafkas_validators_and_words() -> N
         async with await ProtocolClient.connect(host, int(port)) as client:
 
             async def incremental(*changes: Any) -> tuple[int, str | None]:
-                answer = await client.request(_incremental(("t", list(changes))), 1)
+                answer = await client.request(incremental_alter(TOPIC_RESOURCE, ("t", changes)), 1)
                 (r,) = answer.responses
                 return r.error_code, r.error_message
 
@@ -240,10 +200,8 @@ async def test_more_than_ten_thousand_new_partitions_in_one_request_are_refused(
 
             async def create(*counts: int, validate_only: bool = False) -> list[Any]:
                 made = await client.request(
-                    CreateTopicsRequest(
-                        version=7,
-                        topics=[_topic(f"big{i}", [], n) for i, n in enumerate(counts)],
-                        timeout_ms=5000,
+                    create_topics(
+                        *(new_topic(f"big{i}", n) for i, n in enumerate(counts)),
                         validate_only=validate_only,
                     ),
                     7,

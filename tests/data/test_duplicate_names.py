@@ -7,10 +7,10 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from datakit import batch
+from datakit import batch, create_topics, fetch_partition, fetch_request, new_topic
 from kafka import KafkaAdminClient
-from kafka.protocol.admin import CreatePartitionsRequest, CreateTopicsRequest, DeleteTopicsRequest
-from kafka.protocol.consumer import FetchRequest, ListOffsetsRequest
+from kafka.protocol.admin import CreatePartitionsRequest, DeleteTopicsRequest
+from kafka.protocol.consumer import ListOffsetsRequest
 from kafka.protocol.producer import ProduceRequest
 from minicoord.clients.connection import ProtocolClient
 from minicoord.protocol.errors import ErrorCode
@@ -24,24 +24,8 @@ async def test_raw_create_topics_and_create_partitions_naming_one_twice() -> Non
     with running(topics=[("kept", 2)]) as server:
         host, port = server.bootstrap.rsplit(":", 1)
         async with await ProtocolClient.connect(host, int(port)) as client:
-            new = CreateTopicsRequest.CreatableTopic
-
-            def topic(name: str, partitions: int) -> Any:
-                return new(
-                    name=name,
-                    num_partitions=partitions,
-                    replication_factor=-1,
-                    assignments=[],
-                    configs=[],
-                )
-
             made = await client.request(
-                CreateTopicsRequest(
-                    version=7,
-                    topics=[topic("twice", 1), topic("twice", 2), topic("once", 1)],
-                    timeout_ms=5000,
-                    validate_only=False,
-                ),
+                create_topics(new_topic("twice", 1), new_topic("twice", 2), new_topic("once", 1)),
                 7,
             )
             assert [(t.name, t.error_code, t.error_message) for t in made.topics] == [
@@ -150,35 +134,9 @@ async def test_raw_produce_and_fetch_naming_a_partition_twice() -> None:
             for value in (b"a", b"b"):  # offsets 1 and 2 of partition 0
                 await produce([part(0, value)])
 
-            def at(partition: int, offset: int) -> Any:
-                return FetchRequest.FetchTopic.FetchPartition(
-                    partition=partition,
-                    current_leader_epoch=-1,
-                    fetch_offset=offset,
-                    last_fetched_epoch=-1,
-                    log_start_offset=-1,
-                    partition_max_bytes=1 << 20,
-                )
-
-            def topic(*partitions: Any) -> Any:
-                return FetchRequest.FetchTopic(
-                    topic="d", topic_id=None, partitions=list(partitions)
-                )
-
+            at = fetch_partition
             fetched = await client.request(
-                FetchRequest(
-                    version=12,
-                    replica_id=-1,
-                    max_wait_ms=0,
-                    min_bytes=0,
-                    max_bytes=1 << 20,
-                    isolation_level=0,
-                    session_id=0,
-                    session_epoch=-1,
-                    topics=[topic(at(0, 0), at(1, 0), at(0, 2)), topic(at(0, 1))],
-                    forgotten_topics_data=[],
-                    rack_id="",
-                ),
+                fetch_request(12, [("d", [at(0, 0), at(1, 0), at(0, 2)]), ("d", [at(0, 1)])]),
                 12,
             )
         firsts = []

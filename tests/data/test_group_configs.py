@@ -9,12 +9,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from datakit import incremental_alter
 from kafka import KafkaAdminClient
 from kafka.admin import ConfigResource, ConfigResourceType
 from kafka.protocol.admin import (
     AlterConfigsRequest,
     DescribeConfigsRequest,
-    IncrementalAlterConfigsRequest,
 )
 from minicoord.clients.connection import ProtocolClient
 from minicoord.protocol.consumer_group_apis import ConsumerGroupHeartbeatRequest
@@ -49,24 +49,7 @@ async def describe(client: Any, group: str) -> tuple[int, dict[str, tuple[str, i
 
 
 async def alter(client: Any, group: str, *changes: tuple[str, int, str | None]) -> tuple[int, str]:
-    resource = IncrementalAlterConfigsRequest.AlterConfigsResource
-    answer = await client.request(
-        IncrementalAlterConfigsRequest(
-            version=1,
-            resources=[
-                resource(
-                    resource_type=GROUP,
-                    resource_name=group,
-                    configs=[
-                        resource.AlterableConfig(name=n, config_operation=op, value=v)
-                        for n, op, v in changes
-                    ],
-                )
-            ],
-            validate_only=False,
-        ),
-        1,
-    )
+    answer = await client.request(incremental_alter(GROUP, (group, changes)), 1)
     r = answer.responses[0]
     return r.error_code, r.error_message or ""
 

@@ -31,7 +31,9 @@ class Mixed(Harness):
         # classic member id -> (generation, assigned partitions of foo)
         self.classic: dict[str, tuple[int, list[int]]] = {}
 
-    def join(self, member_id: str = "", *, protocols: Any = None) -> Any:
+    def join(
+        self, member_id: str = "", *, protocols: Any = None, instance: str | None = None
+    ) -> Any:
         ticket = next(self._tickets)
         self.absorb(
             self.coordinator.join_group(
@@ -39,7 +41,7 @@ class Mixed(Harness):
                 ticket,
                 group_id=GROUP,
                 member_id=member_id,
-                group_instance_id=None,
+                group_instance_id=instance,
                 client_id="classic",
                 client_host="/127.0.0.1",
                 session_timeout_ms=SESSION,
@@ -51,7 +53,13 @@ class Mixed(Harness):
         )
         return self.replies.pop(ticket, None)
 
-    def sync(self, member_id: str, generation: int, assignments: dict[str, bytes]) -> Any:
+    def sync(
+        self,
+        member_id: str,
+        generation: int,
+        assignments: dict[str, bytes],
+        instance: str | None = None,
+    ) -> Any:
         ticket = next(self._tickets)
         self.absorb(
             self.coordinator.sync_group(
@@ -60,7 +68,7 @@ class Mixed(Harness):
                 group_id=GROUP,
                 generation_id=generation,
                 member_id=member_id,
-                group_instance_id=None,
+                group_instance_id=instance,
                 protocol_type="consumer",
                 protocol_name="range",
                 assignments=assignments,
@@ -303,44 +311,13 @@ def test_a_classic_member_replacing_the_last_static_consumer_member_turns_the_gr
     assert out.error is E.NONE and h.group().members[old].assigned
     epoch = h.group().epoch
     assert h.hb(old, -2, instance="app-1").error is E.NONE  # a static member's pause
-    ticket = next(h._tickets)
-    h.absorb(
-        h.coordinator.join_group(
-            h.now,
-            ticket,
-            group_id=GROUP,
-            member_id="",
-            group_instance_id="app-1",
-            client_id="classic",
-            client_host="/127.0.0.1",
-            session_timeout_ms=SESSION,
-            rebalance_timeout_ms=30_000,
-            protocol_type="consumer",
-            protocols=[("range", subscription("foo"))],
-            require_known_member_id=True,
-        )
-    )
-    joined = h.replies.pop(ticket)
+    joined = h.join(instance="app-1")
     assert joined.error is E.NONE and joined.generation_id == epoch
     group = h.group()
     assert isinstance(group, Group), group
     assert group.state is GroupState.STABLE and group.generation_id == epoch
     assert list(group.members) == [joined.member_id]
-    ticket = next(h._tickets)
-    h.absorb(
-        h.coordinator.sync_group(
-            h.now,
-            ticket,
-            group_id=GROUP,
-            generation_id=epoch,
-            member_id=joined.member_id,
-            group_instance_id="app-1",
-            protocol_type="consumer",
-            protocol_name="range",
-            assignments={},
-        )
-    )
-    synced = h.replies.pop(ticket)
+    synced = h.sync(joined.member_id, epoch, {}, instance="app-1")
     assert synced.error is E.NONE and _partitions(synced.assignment) == list(range(6))
     h.tick(SESSION - 1)
     assert h.coordinator.heartbeat(h.now, GROUP, joined.member_id, epoch, "app-1") is E.NONE
