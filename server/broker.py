@@ -121,6 +121,7 @@ class Broker:
         self._loop = loop
         self.coordinator.start(self.now())
         self._schedule_retention(self.now())
+        self._schedule_producer_expiration(self.now())
         self._arm_timer()
 
     # -- cluster metadata -------------------------------------------------------------------
@@ -419,6 +420,18 @@ class Broker:
     def _retention(self, now: int) -> Effects:
         self.data.apply_retention(now)
         self._schedule_retention(now)
+        return Effects()
+
+    def _schedule_producer_expiration(self, now: int) -> None:
+        self.timers.schedule(
+            ("producer-expiration",),
+            now + self.config.producer_id_expiration_check_interval_ms,
+            self._expire_producers,
+        )
+
+    def _expire_producers(self, now: int) -> Effects:
+        self.data.expire_producers(now)
+        self._schedule_producer_expiration(now)
         return Effects()
 
     @property

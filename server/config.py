@@ -92,6 +92,11 @@ class Config:
     log_message_timestamp_before_max_ms: int = 9_223_372_036_854_775_807
     log_message_timestamp_after_max_ms: int = 3_600_000
     log_retention_check_interval_ms: int = 300_000
+    # An idempotent producer silent this long (by its last batch's timestamp) is forgotten by
+    # every partition, as Kafka's ProducerStateManager forgets it: state stays bounded on a
+    # long-running server that sees many short-lived producers.
+    producer_id_expiration_ms: int = 86_400_000
+    producer_id_expiration_check_interval_ms: int = 600_000
     delete_topic_enable: bool = True
     # ACLs are enforced only with an authorizer, named as Kafka names its own (README, ACLs).
     authorizer_class_name: str = ""
@@ -215,8 +220,13 @@ class Config:
                 raise ConfigError(f"{self.kafka_name(name)} must be at least 1")
         if self.group_initial_rebalance_delay_ms < 0:
             raise ConfigError("group.initial.rebalance.delay.ms must not be negative")
-        if self.log_retention_check_interval_ms < 1:
-            raise ConfigError("log.retention.check.interval.ms must be at least 1")
+        for name in (
+            "log_retention_check_interval_ms",
+            "producer_id_expiration_ms",
+            "producer_id_expiration_check_interval_ms",
+        ):
+            if getattr(self, name) < 1:
+                raise ConfigError(f"{self.kafka_name(name)} must be at least 1")
         self._validate_consumer_groups()
         self._validate_topic_defaults()
         for user in self.super_user_set:

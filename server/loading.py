@@ -150,6 +150,8 @@ async def load_logs(
         if broker.topics.get(topic.name) is not topic:
             plog.close()
             continue
+        # As Kafka loads a snapshot: producers already past their expiration stay forgotten.
+        producers.expire(broker.now(), broker.config.producer_id_expiration_ms)
         broker.data.install(topic, index, plog, producers)
         log.debug(
             "loaded %s-%d: offsets %d-%d, %d bytes in %.0f ms",

@@ -358,6 +358,15 @@ class DataPlane:
             self.logs.save_start_offsets()
         return deleted
 
+    def expire_producers(self, now: int) -> int:
+        """Forget idempotent producers silent for producer.id.expiration.ms, in every
+        partition; returns how many partition entries went."""
+        expiration_ms = self.config.producer_id_expiration_ms
+        expired = sum(s.producers.expire(now, expiration_ms) for s in self.partitions.values())
+        if expired:
+            log.debug("forgot %d expired producer states", expired)
+        return expired
+
 
 def _snapshot_producers(plog: PartitionLog, producers: ProducerStates, offset: int) -> None:
     """A producer snapshot at a roll or a clean close, as Kafka writes one (a partition whose

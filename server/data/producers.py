@@ -139,6 +139,20 @@ class ProducerStates:
             )
         )
 
+    def expire(self, now: int, expiration_ms: int) -> int:
+        """Forget the producers whose last batch is `expiration_ms` old (Kafka's
+        ProducerStateManager.removeExpiredProducers, by the batch's max timestamp as Kafka
+        keeps it); returns how many. A forgotten producer is unknown again: its next batch
+        may carry any sequence, and a retry of an old batch is appended anew."""
+        expired = [
+            pid
+            for pid, entry in self.producers.items()
+            if not entry.batches or now - entry.batches[-1].timestamp >= expiration_ms
+        ]
+        for pid in expired:
+            del self.producers[pid]
+        return len(expired)
+
     def load(self, info: BatchInfo) -> None:
         """Replay one batch header found in the log (its base offset is already assigned)."""
         self.update(info, info.base_offset)

@@ -3,10 +3,14 @@ sequence and epoch errors are Kafka's; the state comes back from the log after a
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
 
+import pytest
 from datakit import NOW, Plane, batch, records
 from minicoord.protocol.errors import ErrorCode
+from minicoord.server.broker import Broker
+from minicoord.server.config import Config, ConfigError
 from minicoord.server.data.producers import (
     INT32_MAX,
     ProducerIds,
@@ -113,6 +117,57 @@ def test_producer_state_is_rebuilt_from_the_log(tmp_path: Path) -> None:
     retry = batch_info(batch(records(1), producer_id=PID, epoch=1, sequence=5))
     check = rebuilt.check(retry)
     assert check.duplicate is not None and check.duplicate.base_offset == 5
+
+
+def test_a_producer_silent_past_its_expiration_is_forgotten() -> None:
+    plane = Plane(Config(producer_id_expiration_ms=60_000))
+    topic = plane.topic("t")
+    assert produce(plane, topic, 2, seq=0).base_offset == 0  # A's batch carries NOW
+    later = batch(records(1), producer_id=PID + 1, epoch=0, sequence=0, timestamp=NOW + 30_000)
+    assert plane.produce(topic, later).base_offset == 2
+    producers = plane.data.partitions[("t", 0)].producers
+    assert plane.data.expire_producers(NOW + 59_999) == 0
+    assert plane.data.expire_producers(NOW + 60_000) == 1  # Kafka: now - last >= expiration
+    assert set(producers.producers) == {PID + 1}
+    # A is unknown again: a retry of its batch is a new append, as in Kafka once it expired.
+    assert produce(plane, topic, 2, seq=0).base_offset == 3
+    retry = plane.produce(topic, later)
+    assert (retry.error, retry.base_offset) == (ErrorCode.NONE, 2)  # B is still known
+
+
+def test_the_broker_looks_for_expired_producers_every_check_interval() -> None:
+    clock = [NOW]
+    config = Config(
+        producer_id_expiration_ms=60_000, producer_id_expiration_check_interval_ms=10_000
+    )
+    broker = Broker(config, clock=lambda: clock[0])
+    loop = asyncio.new_event_loop()
+    try:
+        broker.attach(loop)
+        topic, _ = broker.topics.create("t", 1, None)
+        broker.data.create_logs(topic)
+        appended = broker.data.append(
+            topic, 0, batch(records(1), producer_id=PID, epoch=0, sequence=0), NOW, 9, "test"
+        )
+        assert appended.error is ErrorCode.NONE
+        producers = broker.data.partitions[("t", 0)].producers.producers
+        for step in range(1, 7):
+            clock[0] = NOW + step * 10_000
+            for callback in broker.timers.pop_due(clock[0]):
+                callback(clock[0])
+            assert (PID in producers) == (step < 6), step
+    finally:
+        broker.close()
+        loop.close()
+
+
+@pytest.mark.parametrize(
+    "name", ["producer.id.expiration.ms", "producer.id.expiration.check.interval.ms"]
+)
+def test_producer_expiration_configs_are_at_least_one(name: str) -> None:
+    with pytest.raises(ConfigError, match=name):
+        Config.from_pairs([(name, "0")])
+    assert Config.from_pairs([(name, "1")])
 
 
 def test_producer_ids_are_handed_out_once_across_restarts() -> None:

@@ -27,7 +27,13 @@ TOPIC = "zombies"
 A, B = 7001, 7002  # producer ids
 
 
-def batch(value: bytes, producer_id: int = -1, epoch: int = -1, sequence: int = -1) -> bytes:
+def batch(
+    value: bytes,
+    producer_id: int = -1,
+    epoch: int = -1,
+    sequence: int = -1,
+    timestamp: int | None = None,
+) -> bytes:
     builder = DefaultRecordBatchBuilder(
         magic=2,
         compression_type=0,
@@ -37,7 +43,8 @@ def batch(value: bytes, producer_id: int = -1, epoch: int = -1, sequence: int = 
         base_sequence=sequence,
         batch_size=1 << 20,
     )
-    builder.append(0, timestamp=int(time.time() * 1000), key=None, value=value, headers=[])
+    ts = int(time.time() * 1000) if timestamp is None else timestamp
+    builder.append(0, timestamp=ts, key=None, value=value, headers=[])
     return bytes(builder.build())
 
 
@@ -87,6 +94,19 @@ async def write(port: int, records: bytes) -> int:
     return offset
 
 
+DAY_MS = 86_400_000
+
+
+async def produce_when_loaded(port: int, records: bytes) -> tuple[int, int]:
+    # Topic partitions load in the background: NOT_LEADER_OR_FOLLOWER until then.
+    for _ in range(200):
+        answer = await produce(port, records)
+        if answer[0] != ErrorCode.NOT_LEADER_OR_FOLLOWER:
+            return answer
+        await asyncio.sleep(0.05)
+    raise AssertionError("the partition did not load")
+
+
 @pytest.mark.parametrize("restart", ["clean", "killed"])
 async def test_a_producer_whose_batches_are_gone_is_still_known_after_a_restart(
     node_factory: Any, restart: str
@@ -121,13 +141,7 @@ async def test_a_producer_whose_batches_are_gone_is_still_known_after_a_restart(
     node.start()
 
     async def produce_loaded(records: bytes) -> tuple[int, int]:
-        # Topic partitions load in the background: NOT_LEADER_OR_FOLLOWER until then.
-        for _ in range(200):
-            answer = await produce(node.port, records)
-            if answer[0] != ErrorCode.NOT_LEADER_OR_FOLLOWER:
-                return answer
-            await asyncio.sleep(0.05)
-        raise AssertionError("the partition did not load")
+        return await produce_when_loaded(node.port, records)
 
     # A's retry of its last batch, whose answer was lost: its offset, not a second copy.
     assert await produce_loaded(batch(b"a2", A, 0, 2)) == (0, 2)
@@ -140,4 +154,41 @@ async def test_a_producer_whose_batches_are_gone_is_still_known_after_a_restart(
         ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER
     )
     assert await produce_loaded(batch(b"a3", A, 0, 3)) == (0, 8)
+    node.stop()
+
+
+async def test_a_producer_past_its_expiration_is_forgotten_at_a_restart(node_factory: Any) -> None:
+    """Kafka skips expired producers when it loads their state (producer.id.expiration.ms,
+    one day, by the last batch's timestamp): a retry of a batch two days old is known before
+    the restart, and after it is a new append."""
+    node: Node = node_factory({}, [])
+    node.start()
+    await setup(node.port)
+    old = int(time.time() * 1000) - 2 * DAY_MS
+    assert await write(node.port, batch(b"old", A, 0, 0, timestamp=old)) == 0
+    assert await write(node.port, batch(b"new", B, 0, 0)) == 1
+    assert await produce(node.port, batch(b"old", A, 0, 0, timestamp=old)) == (0, 0)
+    node.stop()
+    node.start()
+    assert await produce_when_loaded(node.port, batch(b"old", A, 0, 0, timestamp=old)) == (0, 2)
+    assert await produce(node.port, batch(b"new", B, 0, 0)) == (0, 1)  # B is still known
+    node.stop()
+
+
+async def test_a_running_server_forgets_expired_producers_at_its_check_interval(
+    node_factory: Any,
+) -> None:
+    node: Node = node_factory({"producer.id.expiration.check.interval.ms": 50}, [])
+    node.start()
+    await setup(node.port)
+    old = int(time.time() * 1000) - 2 * DAY_MS
+    assert await write(node.port, batch(b"old", A, 0, 0, timestamp=old)) == 0
+    # Written, then forgotten at the next check: the retry is appended anew.
+    answers = []
+    for _ in range(100):
+        answers.append(await produce(node.port, batch(b"old", A, 0, 0, timestamp=old)))
+        if answers[-1] != (0, 0):
+            break
+        await asyncio.sleep(0.02)
+    assert answers[-1] == (0, 1), answers
     node.stop()
