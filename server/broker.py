@@ -196,6 +196,16 @@ class Broker:
         log.info("created topic %s with %d partitions (id %s)", name, partitions, topic.topic_id)
         return topic
 
+    def create_offsets_topic(self) -> None:
+        """`__consumer_offsets` comes into existence, as Kafka creates it on first use."""
+        if self.topics.create_offsets_topic():
+            self.coordinator.on_topics_changed({OFFSETS_TOPIC}, created=True)
+            log.info(
+                "created topic %s with %d partitions",
+                OFFSETS_TOPIC,
+                self.config.offsets_topic_num_partitions,
+            )
+
     def delete_topic(self, topic: Topic) -> None:
         """Remove a topic, its logs, the fetches waiting on it and the offsets committed for it."""
         self.persist_metadata(self.topics.delete(topic))
@@ -346,6 +356,8 @@ class Broker:
             batch.append(record)
         offsets = self.topics.get(OFFSETS_TOPIC)
         assert offsets is not None
+        if not self.topics.offsets_topic_exists:
+            self.create_offsets_topic()  # written to without a FindCoordinator (embedded use)
         now = self.now()
         for partition, batch in by_partition.items():
             state = self.data.partition(offsets, partition)

@@ -59,6 +59,8 @@ def plan_loading(broker: Broker) -> tuple[list[int], list[tuple[Topic, int]]]:
     offsets = broker.topics.get(OFFSETS_TOPIC)
     assert offsets is not None
     partitions = sorted(p for name, p in on_disk if name == OFFSETS_TOPIC)
+    if partitions:
+        broker.topics.create_offsets_topic()  # it existed before this start
     beyond = [p for p in partitions if p >= offsets.partitions]
     if beyond:
         # Group -> partition mapping depends on the partition count; a log written with more

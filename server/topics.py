@@ -6,8 +6,10 @@ RemoveTopicRecord; see protocol/metadata_records.py), which the broker appends t
 `__cluster_metadata` log before answering, and `replay` rebuilds the registry from them at
 start. So a topic keeps its id, partitions and configs across restarts.
 
-`__consumer_offsets` is listed as an internal topic, as Kafka lists it; it is not in the
-metadata log (its partition count is `offsets.topic.num.partitions`).
+`__consumer_offsets` is an internal topic, not in the metadata log (its partition count is
+`offsets.topic.num.partitions`). As in Kafka, it is listed only once it exists: Kafka creates
+it on the first FindCoordinator for a group (or a Metadata request naming it), so a fresh
+server lists no topics; here it exists from then on, or from start once a log of it is on disk.
 """
 
 from __future__ import annotations
@@ -130,6 +132,8 @@ class TopicRegistry:
         # Kafka's offsets topic is compacted (its segment size is offsets.topic.segment.bytes).
         offsets.config = TopicConfig({"cleanup.policy": "compact"}, self.defaults)
         self._add(offsets)
+        # The coordinator uses the topic whether or not clients may see it yet.
+        self.offsets_topic_exists = False
 
     def _add(self, topic: Topic) -> Topic:
         self._by_name[topic.name] = topic
@@ -163,7 +167,21 @@ class TopicRegistry:
         )
 
     def all(self) -> list[Topic]:
-        return list(self._by_name.values())
+        """The topics clients see: `__consumer_offsets` only once it exists."""
+        if self.offsets_topic_exists:
+            return list(self._by_name.values())
+        return [t for t in self._by_name.values() if t.name != OFFSETS_TOPIC]
+
+    def listed(self, topic: Topic) -> bool:
+        return self.offsets_topic_exists or topic.name != OFFSETS_TOPIC
+
+    def create_offsets_topic(self) -> bool:
+        """Make `__consumer_offsets` visible; False if it already was."""
+        if self.offsets_topic_exists:
+            return False
+        self.offsets_topic_exists = True
+        self.generation += 1
+        return True
 
     def user_topics(self) -> list[Topic]:
         return [t for t in self._by_name.values() if not t.internal]

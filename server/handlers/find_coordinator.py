@@ -54,6 +54,9 @@ def _lookup(ctx: RequestContext, key: str, key_type: int) -> tuple[ErrorCode, st
     # follow get COORDINATOR_LOAD_IN_PROGRESS. Failed or moved partitions have none here.
     if error is not None and error is not ErrorCode.COORDINATOR_LOAD_IN_PROGRESS:
         return ErrorCode.COORDINATOR_NOT_AVAILABLE, "the group's offsets partition is unavailable"
+    if not ctx.broker.topics.offsets_topic_exists:
+        # Kafka creates the offsets topic on the first lookup of a group's coordinator.
+        ctx.broker.create_offsets_topic()
     return ErrorCode.NONE, None
 
 

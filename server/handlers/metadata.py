@@ -163,6 +163,16 @@ def _answer(ctx: RequestContext, request: Any) -> Any:
                 topics.append(_error(name, None, _DENIED))
                 continue
             found = registry.get(name)
+            if found is not None and not registry.listed(found):
+                # __consumer_offsets before its first use: Kafka creates it when named here
+                # with auto-creation allowed, as any topic.
+                if not allow_create:
+                    topics.append(_error(name, None, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION))
+                    continue
+                if checked and not _may_create(ctx, name):
+                    topics.append(_error(name, None, _DENIED))
+                    continue
+                broker.create_offsets_topic()
             if found is None:
                 if topic_name_error(name) is not None:
                     topics.append(_error(name, None, ErrorCode.INVALID_TOPIC_EXCEPTION))

@@ -8,6 +8,8 @@ import os
 from pathlib import Path
 from typing import Any
 
+from confluent_kafka import Consumer, TopicPartition
+from confluent_kafka.admin import AdminClient
 from kafka import KafkaAdminClient, KafkaProducer
 
 TOPIC = "sized"
@@ -49,8 +51,9 @@ def test_log_dirs_name_the_data_dir_and_each_partitions_bytes(node_factory: Any)
     assert Path(entry["log_dir"]) == node.data_dir.resolve()
     assert 0 < entry["usable_bytes"] <= entry["total_bytes"]
     before = sizes(entry)
-    # Every partition, the offsets topic's among them; 100 records of 100 bytes and more each.
-    assert ("__consumer_offsets", 0) in before
+    # Every partition; 100 records of 100 bytes and more each. No group was used, so, as in
+    # Kafka, `__consumer_offsets` does not exist yet.
+    assert {name for name, _ in before} == {TOPIC}
     assert [before[(TOPIC, p)] for p in range(3)] == [on_disk(node.data_dir, p) for p in range(3)]
     assert before[(TOPIC, 0)] > 100 * 100 and before[(TOPIC, 2)] == 0
 
@@ -59,3 +62,31 @@ def test_log_dirs_name_the_data_dir_and_each_partitions_bytes(node_factory: Any)
     asked = log_dirs(node.bootstrap, topic_partitions={TOPIC: [1, 7], "absent": [0]})
     # What exists of what was asked: partition 7 and the unknown topic are left out.
     assert sizes(asked[0]) == {(TOPIC, 1): before[(TOPIC, 1)]}
+
+
+def listed_topics(bootstrap: str) -> set[str]:
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    return set(admin.list_topics(timeout=10).topics)
+
+
+def test_the_offsets_topic_is_listed_from_a_groups_first_use_and_after_restarts(
+    node_factory: Any,
+) -> None:
+    # As in Kafka: a fresh cluster lists only the topics made; the first group creates
+    # __consumer_offsets, which a restart keeps.
+    node = node_factory(topics=[(TOPIC, 1)])
+    node.start()
+    assert listed_topics(node.bootstrap) == {TOPIC}
+    node.stop()
+    node.start()
+    assert listed_topics(node.bootstrap) == {TOPIC}
+    consumer = Consumer({"bootstrap.servers": node.bootstrap, "group.id": "lister"})
+    try:
+        consumer.commit(offsets=[TopicPartition(TOPIC, 0, 0)], asynchronous=False)
+    finally:
+        consumer.close()
+    assert listed_topics(node.bootstrap) == {TOPIC, "__consumer_offsets"}
+    node.kill()
+    node.start()
+    assert listed_topics(node.bootstrap) == {TOPIC, "__consumer_offsets"}
+    node.stop()

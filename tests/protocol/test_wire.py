@@ -885,3 +885,38 @@ async def test_a_client_that_shuts_its_side_still_gets_every_answer(
         correlations.append(correlation)
         at += 4 + size
     assert correlations == [41, 42]
+
+
+async def test_the_offsets_topic_exists_from_the_first_group_coordinator_lookup(
+    raw_client: ProtocolClient,
+) -> None:
+    # Kafka creates __consumer_offsets on the first FindCoordinator for a group (or a Metadata
+    # request naming it, with auto-creation): a fresh server lists only the topics made.
+    async def listed() -> dict[str, tuple[bool, int]]:
+        request = MetadataRequest(version=12, topics=None, allow_auto_topic_creation=False)
+        answer = await raw_client.request(request, 12)
+        return {t.name: (t.is_internal, len(t.partitions)) for t in answer.topics}
+
+    async def named(allow: bool) -> int:
+        topic = MetadataRequest.MetadataRequestTopic(name="__consumer_offsets", topic_id=None)
+        request = MetadataRequest(version=12, topics=[topic], allow_auto_topic_creation=allow)
+        return int((await raw_client.request(request, 12)).topics[0].error_code)
+
+    assert await listed() == {"topic6": (False, 6)}
+    assert await named(False) == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+    assert await listed() == {"topic6": (False, 6)}
+    found = await raw_client.request(FindCoordinatorRequest(key_type=0, coordinator_keys=["g"]), 4)
+    assert found.coordinators[0].error_code == ErrorCode.NONE
+    assert await listed() == {"topic6": (False, 6), "__consumer_offsets": (True, 50)}
+    assert await named(False) == ErrorCode.NONE
+
+
+async def test_a_metadata_request_naming_the_offsets_topic_creates_it(
+    raw_client: ProtocolClient,
+) -> None:
+    topic = MetadataRequest.MetadataRequestTopic(name="__consumer_offsets", topic_id=None)
+    request = MetadataRequest(version=12, topics=[topic], allow_auto_topic_creation=True)
+    answer = (await raw_client.request(request, 12)).topics[0]
+    assert (answer.error_code, answer.is_internal, len(answer.partitions)) == (0, True, 50)
+    every = MetadataRequest(version=12, topics=None, allow_auto_topic_creation=False)
+    assert "__consumer_offsets" in {t.name for t in (await raw_client.request(every, 12)).topics}
