@@ -8,6 +8,7 @@ Defaults are Kafka's, except where a comment says why not.
 from __future__ import annotations
 
 import dataclasses
+import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
@@ -319,6 +320,29 @@ class Config:
                 raise ConfigError(f"{definition.synonym}: {exc}") from None
 
 
+# What Java's Integer.parseInt / Long.parseLong and Double.parseDouble take, as Kafka's
+# ConfigDef reads a number (trimmed first): Python's int() and float() also take `1_000`,
+# `nan` and `inf`, which Kafka refuses.
+_JAVA_INTEGER = re.compile(r"[+-]?[0-9]+")
+_JAVA_DOUBLE = re.compile(
+    r"[+-]?(?:NaN|Infinity|(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?[fFdD]?)"
+)
+
+
+def java_integer(text: str) -> int:
+    """ValueError unless Java would read `text` as an integer."""
+    if not _JAVA_INTEGER.fullmatch(text):
+        raise ValueError(text)
+    return int(text)
+
+
+def java_double(text: str) -> float:
+    """ValueError unless Java would read `text` as a double."""
+    if not _JAVA_DOUBLE.fullmatch(text):
+        raise ValueError(text)
+    return float(text.rstrip("fFdD"))
+
+
 def _parse(name: str, kind: Any, raw: str) -> Any:
     kind = kind if isinstance(kind, str) else kind.__name__
     if kind == "bool":
@@ -328,7 +352,7 @@ def _parse(name: str, kind: Any, raw: str) -> Any:
         return lowered == "true"
     if kind in ("int", "float"):
         try:
-            return (int if kind == "int" else float)(raw.strip())
+            return (java_integer if kind == "int" else java_double)(raw.strip())
         except ValueError:
             what = "an integer" if kind == "int" else "a number"
             raise ConfigError(f"{name} takes {what}, not {raw!r}") from None

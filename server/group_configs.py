@@ -57,12 +57,22 @@ class GroupConfigs:
     def describe(self, group: str, keys: list[str] | None) -> list[tuple[ConfigDef, str, bool]]:
         """(definition, value, whether the group sets it) of each config, in name order."""
         own = self.overrides.get(group, {})
-        defaults = self.defaults()
+        values = {**self.defaults(), **self.effective(group)}
+        # As Kafka describes a group config: its parsed value (`+2000` reads 2000).
         return [
-            (DEFS[name], own.get(name, str(defaults[name])), name in own)
+            (DEFS[name], str(values[name]), name in own)
             for name in sorted(DEFS)
             if keys is None or name in keys
         ]
+
+    def effective(self, group: str) -> dict[str, int]:
+        """The group's own values that apply (a stored value that does not parse is not)."""
+        out = {}
+        if group in self.session_ms:
+            out[SESSION] = self.session_ms[group]
+        if group in self.interval_ms:
+            out[INTERVAL] = self.interval_ms[group]
+        return out
 
     def check(self, overrides: dict[str, str]) -> None:
         """InvalidConfig naming the first problem, in Kafka's words."""
@@ -112,13 +122,18 @@ class GroupConfigs:
 
     def _install(self, group: str, own: dict[str, str]) -> None:
         for values, name in ((self.session_ms, SESSION), (self.interval_ms, INTERVAL)):
-            raw = own.get(name, "").strip()
-            # Checked before it was written; a value that is not a number anyway (a log
-            # edited by hand) is left to the broker's, never a crash at start.
-            if raw.lstrip("-").isdigit():
-                values[group] = int(raw)
-            else:
+            raw = own.get(name)
+            # Checked before it was written, and parsed as the check parsed it; a value that
+            # does not parse anyway (a log edited by hand) is left to the broker's, never a
+            # crash at start.
+            try:
+                parsed = DEFS[name].parse(raw) if raw is not None else None
+            except ValueError:
+                parsed = None
+            if parsed is None:
                 values.pop(group, None)
+            else:
+                values[group] = parsed
         if own:
             self.overrides[group] = own
         else:

@@ -14,6 +14,8 @@ from dataclasses import dataclass
 from enum import IntEnum
 from typing import Any
 
+from minicoord.server.config import java_double, java_integer
+
 LONG_MAX = 9_223_372_036_854_775_807
 INT_MAX = 2_147_483_647
 
@@ -62,12 +64,12 @@ class ConfigDef:
                     raise ValueError
                 value = text.lower() == "true"
             elif self.type in (ConfigType.INT, ConfigType.LONG):
-                value = int(text)
+                value = java_integer(text)
                 limit = INT_MAX if self.type is ConfigType.INT else LONG_MAX
                 if not -limit - 1 <= value <= limit:
                     raise ValueError
             elif self.type is ConfigType.DOUBLE:
-                value = float(text)
+                value = java_double(text)
             elif self.type is ConfigType.LIST:
                 value = tuple(part.strip() for part in text.split(",") if part.strip())
             else:

@@ -37,11 +37,21 @@ def test_kafka_names_map_to_fields() -> None:
         {"group.initial.rebalance.delay.ms": "-1"},
         {"unknown.thing": "1"},
         {"super.users": "User:ops;admin"},  # a principal needs its type, as Kafka parses it
+        # Numbers as Java reads them, not as Python does.
+        {"log.retention.ms": "86_400_000"},
+        {"offsets.retention.minutes": "1_0"},
     ],
 )
 def test_invalid_configs_are_rejected(pairs: dict[str, str]) -> None:
     with pytest.raises(ConfigError):
         Config.from_pairs(pairs)
+
+
+def test_numbers_are_read_as_java_reads_them() -> None:
+    config = Config.from_pairs(
+        {"log.retention.ms": " +3600000 ", "log.cleaner.min.cleanable.ratio": "0.25d"}
+    )
+    assert (config.log_retention_ms, config.log_cleaner_min_cleanable_ratio) == (3_600_000, 0.25)
 
 
 def test_parse_setting_keeps_equals_in_values() -> None:

@@ -146,6 +146,24 @@ async def test_config_values_are_checked_with_kafkas_validators_and_words() -> N
                 invalid,
                 "Invalid value soon for configuration retention.ms: Not a number of type LONG",
             )
+            # Java's Long.parseLong and Double.parseDouble, not Python's int() and float().
+            for name, text in [
+                ("retention.ms", "86_400_000"),
+                ("min.cleanable.dirty.ratio", "nan"),
+                ("min.cleanable.dirty.ratio", "0_5e-1"),
+                ("min.cleanable.dirty.ratio", "inf"),
+            ]:
+                kind = "LONG" if name == "retention.ms" else "DOUBLE"
+                assert await incremental((name, SET, text)) == (
+                    invalid,
+                    f"Invalid value {text} for configuration {name}: Not a number of type {kind}",
+                )
+            for name, text in [
+                ("retention.ms", " +86400000 "),
+                ("min.cleanable.dirty.ratio", "0.25d"),
+                ("min.cleanable.dirty.ratio", ".5e-1"),
+            ]:
+                assert await incremental((name, SET, text)) == (0, None), text
             assert await incremental(("preallocate", SET, "yes")) == (
                 invalid,
                 "Invalid value yes for configuration preallocate: Expected value to be either "

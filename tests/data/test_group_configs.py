@@ -158,3 +158,28 @@ async def test_a_groups_configs_are_described_altered_checked_and_kept(tmp_path:
             ("h", SESSION): "4000",
             ("h", INTERVAL): "500",
         }
+
+
+@pytest.mark.asyncio
+async def test_group_config_values_are_read_as_javas_integer_parse_reads_them(
+    tmp_path: Path,
+) -> None:
+    # Kafka trims and takes a sign (`+250` is 250, in force and described so); `2_50` is not
+    # a number to Java. The stored value is read the same way after a restart.
+    with running(configs=CONFIGS, topics=[("t", 1)], data_dir=tmp_path) as server:
+        host, port = server.bootstrap.rsplit(":", 1)
+        async with await ProtocolClient.connect(host, int(port)) as client:
+            assert await alter(client, "g", (INTERVAL, SET, "2_50")) == (
+                ErrorCode.INVALID_CONFIG,
+                f"Invalid value 2_50 for configuration {INTERVAL}: Not a number of type INT",
+            )
+            changes = ((INTERVAL, SET, " +250 "), (SESSION, SET, "+3000"))
+            assert await alter(client, "g", *changes) == (0, "")
+            assert await joined_interval(client, "g") == 250
+            assert await describe(client, "g") == (
+                0, {SESSION: ("3000", GROUP_CONFIG, 3), INTERVAL: ("250", GROUP_CONFIG, 3)}
+            )  # fmt: skip
+    with running(configs=CONFIGS, data_dir=tmp_path) as server:
+        host, port = server.bootstrap.rsplit(":", 1)
+        async with await ProtocolClient.connect(host, int(port)) as client:
+            assert await joined_interval(client, "g") == 250
