@@ -471,7 +471,10 @@ class PartitionLog:
         if offset <= self.log_start_offset:
             return []
         self.log_start_offset = offset
-        return self._drop_segments(lambda s: s.next_offset <= offset)
+        # As Kafka's deleteLogStartOffsetBreachedSegments: a segment goes once the next one
+        # starts at or below the log start, so the active segment stays (its records below
+        # the start are not read, but MAX_TIMESTAMP still finds its newest, as in Kafka).
+        return self._drop_segments(lambda s: s.next_offset <= offset, keep_active=True)
 
     def apply_retention(self, now: int, retention_ms: int, retention_bytes: int) -> list[Segment]:
         """Delete segments past `retention.ms` (by their newest timestamp, else their age:
@@ -495,11 +498,14 @@ class PartitionLog:
             self.log_start_offset = max(self.log_start_offset, self.segments[0].base_offset)
         return dropped
 
-    def _drop_segments(self, condition: Callable[[Segment], bool]) -> list[Segment]:
+    def _drop_segments(
+        self, condition: Callable[[Segment], bool], *, keep_active: bool = False
+    ) -> list[Segment]:
         """Delete segments from the oldest while `condition(segment)` holds.
 
-        The active segment qualifies only when non-empty and wholly below the high watermark;
-        it is rolled first, so the log always keeps an active segment.
+        The active segment qualifies (unless `keep_active`) only when non-empty and wholly
+        below the high watermark; it is rolled first, so the log always keeps an active
+        segment.
         """
         dropped: list[Segment] = []
         with self.lock:
@@ -508,7 +514,9 @@ class PartitionLog:
             if not condition(segment):
                 break
             if segment is segments[-1]:
-                if not segment.size or segment.next_offset > self.high_watermark or self.dirty:
+                if keep_active or not segment.size or self.dirty:
+                    break
+                if segment.next_offset > self.high_watermark:
                     break
                 self._roll(self.next_offset)
                 self._hw_segment, self._hw_position = self.segments[-1], 0

@@ -170,6 +170,11 @@ def test_list_offsets_answers_as_kafka_without_tiered_storage() -> None:
     assert plane.data.delete_records(topic, 0, 4)[:2] == (ErrorCode.NONE, 4)
     assert lookup(-3) == (0, NOW - 100, 2, 0)
     assert lookup(-2) == (0, -1, 4, 0)
+    # Even up to the high watermark: the active segment stays (UnifiedLog deletes a segment
+    # only once the next one starts at or below the log start), and the answer with it.
+    assert plane.data.delete_records(topic, 0, -1)[:2] == (ErrorCode.NONE, 6)
+    assert lookup(-3) == (0, NOW - 100, 2, 0)
+    assert lookup(-2) == (0, -1, 6, 0)
 
 
 def test_offset_for_leader_epoch_on_a_one_epoch_log() -> None:
