@@ -32,7 +32,7 @@ DEFS = {
     ),
     INTERVAL: ConfigDef(
         INTERVAL, ConfigType.INT, "5000",
-        "The heartbeat interval given to the members.",
+        "The heartbeat interval given to the members of a consumer group.",
         "group.consumer.heartbeat.interval.ms", 1,
     ),
 }  # fmt: skip

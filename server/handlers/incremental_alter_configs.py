@@ -111,7 +111,8 @@ def alter_resource(
         return refusal
     if resource_type == GROUP_RESOURCE:
         if not name:
-            return ErrorCode.INVALID_REQUEST, "Group name must not be empty"
+            # ControllerConfigurationValidator.validateGroupName's words.
+            return ErrorCode.INVALID_REQUEST, "Default group resources are not allowed."
         store = broker.coordinator.group_configs
         try:
             overrides = overrides_of(dict(store.overrides.get(name, {})), GROUP_CONFIGS, "group")
@@ -157,6 +158,11 @@ def _altered(
             # Deleting what is not there changes nothing, and Kafka's controller validates
             # only the configs a change leaves (ConfigurationControlManager): no error.
             continue
+        listed = definition is not None and definition.type is ConfigType.LIST
+        if op in (APPEND, SUBTRACT) and not listed:
+            # Kafka's controller asks whether the key is a list before whether it is known.
+            what = "APPEND" if op == APPEND else "SUBTRACT"
+            raise InvalidConfig(f"Can't {what} to key {c.name} because its type is not LIST.")
         if definition is None:
             raise InvalidConfig(f"Unknown {kind} config name: {c.name}")
         if op == SET:
@@ -164,9 +170,6 @@ def _altered(
         elif op == DELETE:
             overrides.pop(c.name, None)
         elif op in (APPEND, SUBTRACT):
-            if definition.type is not ConfigType.LIST:
-                what = "APPEND" if op == APPEND else "SUBTRACT"
-                raise InvalidConfig(f"Can't {what} to key {c.name} because its type is not LIST.")
             current = overrides.get(c.name, definition.default)
             items = [x for x in current.split(",") if x]
             given = [x.strip() for x in (c.value or "").split(",") if x.strip()]
