@@ -329,6 +329,7 @@ class Server:
             from minicoord.storage.cleaner import prepare
 
             prepared = None
+            plog.cleaning = True
             try:
                 prepared = await loop.run_in_executor(
                     self._pool, prepare, plog, now, retention, cleanable
@@ -337,12 +338,14 @@ class Server:
                     continue
                 plog.replace_closed(prepared.closed, prepared.cleaned)
             except Exception:
-                # A failed cleaning leaves the log as it was (the swap is the commit point);
-                # keep serving, and try again at the next round.
+                # A failed cleaning leaves the log as it was (the swaps are the commit
+                # points); keep serving, and try again at the next round.
                 log.exception("cleaning %s failed", plog.name)
                 if prepared is not None:
-                    prepared.cleaned.delete()  # a swap no longer matching the segments
+                    prepared.abandon()  # swaps no longer matching the segments
                 continue
+            finally:
+                plog.cleaning = False
             result = prepared.result
             if self.metrics is not None:
                 self.metrics.on_compaction(result.records_before - result.records_after)

@@ -9,11 +9,18 @@ still learns of the deletion, then dropped. Records without a key cannot be comp
 dropped, as Kafka's cleaner does. The active segment is neither touched nor read, nor are the
 segments `min.compaction.lag.ms` still protects (those holding a record younger than that).
 
+As Kafka's cleaner groups them (groupSegmentsBySize), the closed segments are cleaned in
+groups of consecutive segments holding at most `segment.bytes` between them, one output
+segment per group, which keeps the newest of its sources' modification times. So the cleaned
+log keeps segments retention can still delete one by one (by size, or by age where a group
+holds only old records) on a `compact,delete` topic.
+
 The work (`prepare`) runs in a thread over the closed segments, which nothing else writes:
-cleaned records go to `B-E.log.cleaned`, are fsync'd and renamed to `B-E.log.swap` (the commit
-point). The swap-in (`PartitionLog.replace_closed`) runs on the event loop, where every other
-change to the segment list happens. A crash at any step leaves a log that opens to the same
-records (see PartitionLog.open).
+each group's records go to `B-E.log.cleaned`, are fsync'd and renamed to `B-E.log.swap` (its
+commit point), oldest group first. The swap-in (`PartitionLog.replace_closed`) runs on the
+event loop, where every other change to the segment list happens. A crash at any step leaves
+a log that opens to the same records, or to older groups cleaned and newer ones not, which
+holds every key's latest record (see PartitionLog.open).
 """
 
 from __future__ import annotations
@@ -63,8 +70,13 @@ class PreparedClean:
     """A finished cleaning waiting to be swapped in."""
 
     closed: list[Segment]
-    cleaned: Segment
+    cleaned: list[Segment]
     result: CleanResult
+
+    def abandon(self) -> None:
+        """Delete the cleaned segments (a swap that no longer matches the log)."""
+        for segment in self.cleaned:
+            segment.delete()
 
 
 def prepare(
@@ -73,7 +85,7 @@ def prepare(
     delete_retention_ms: int,
     cleanable: Sequence[Segment] | None = None,
 ) -> PreparedClean | None:
-    """Clean the closed segments into a new one (blocking: runs in a worker thread).
+    """Clean the closed segments into new ones (blocking: runs in a worker thread).
 
     `cleanable`: the oldest closed segments to clean (`PartitionLog.cleanable`, which leaves
     out those min.compaction.lag.ms still protects); all closed ones by default.
@@ -81,7 +93,6 @@ def prepare(
     started = time.perf_counter()
     with plog.lock:
         segments = list(plog.segments)
-        head = plog.clean_head
     count = len(segments) - 1 if cleanable is None else len(cleanable)
     if not 0 < count < len(segments):
         return None
@@ -91,13 +102,13 @@ def prepare(
         # not yet in the files: next round.
         return None
     # As Kafka's cleaner does, map the newest offset of every key in the dirty section only:
-    # the closed segments after the one the last cleaning made (which holds one record per
+    # the closed segments after those the last cleaning made (which hold one record per
     # key), not the active segment, whose records would be walked again once it closes, nor
     # those min.compaction.lag.ms protects. A record superseded only there is kept until the
     # next cleaning. This walk is most of the
     # cleaner's work, and it runs beside the event loop under one GIL. Every dirty batch is
     # verified here, once; the second pass reads the same immutable bytes.
-    clean = 1 if closed[0] is head else 0
+    clean = sum(1 for segment in closed if plog.is_clean(segment))
     latest: dict[bytes, int] = {}
     for segment in closed[clean:]:
         with segment.reading() as read:
@@ -112,51 +123,60 @@ def prepare(
     # dropped on its header alone, its records never walked. A record of the clean head
     # survives unless its key is in the map (a newer one came after it).
     survivors = sorted(latest.values())
-    base, end = closed[0].base_offset, after_closed.base_offset
-    out = _Output(plog, base, end)
     before = after = 0
+    cleaned: list[Segment] = []
+    groups = _group_by_size(closed, plog.segment_bytes)
+    out: _Output | None = None
     try:
-        for index, segment in enumerate(closed):
-            dirty = index >= clean
-            with segment.reading() as read:
-                for data in read_batches(read, segment.size):
-                    (first, _, _, _, _, _, last_delta, *_, count) = HEADER.unpack_from(data, 0)
-                    if dirty:
-                        at = bisect_left(survivors, first)
-                        if at == len(survivors) or survivors[at] > first + last_delta:
-                            before += count
+        for g, group in enumerate(groups):
+            end = groups[g + 1][0].base_offset if g + 1 < len(groups) else after_closed.base_offset
+            out = _Output(plog, group[0].base_offset, end)
+            for segment in group:
+                dirty = not plog.is_clean(segment)
+                with segment.reading() as read:
+                    for data in read_batches(read, segment.size):
+                        (first, _, _, _, _, _, last_delta, *_, n) = HEADER.unpack_from(data, 0)
+                        if dirty:
+                            at = bisect_left(survivors, first)
+                            if at == len(survivors) or survivors[at] > first + last_delta:
+                                before += n
+                                continue
+                        else:
+                            verify_batch(data)
+                        keys = record_keys(data)
+                        kept = [
+                            i
+                            for i, (key, offset, ts, tombstone) in enumerate(keys)
+                            if key is not None
+                            and latest.get(key, offset) == offset
+                            and not (tombstone and ts + delete_retention_ms <= now_ms)
+                        ]
+                        before += len(keys)
+                        if not kept:  # superseded, or only tombstones past retention
                             continue
-                    else:
-                        verify_batch(data)
-                    keys = record_keys(data)
-                    kept = [
-                        i
-                        for i, (key, offset, ts, tombstone) in enumerate(keys)
-                        if key is not None
-                        and latest.get(key, offset) == offset
-                        and not (tombstone and ts + delete_retention_ms <= now_ms)
-                    ]
-                    before += len(keys)
-                    if not kept:  # superseded, or its survivors were tombstones past retention
-                        continue
-                    after += len(kept)
-                    if len(kept) == len(keys):
-                        # An untouched batch is copied as it is: no re-encoding, same bytes.
-                        out.write(bytes(data))
-                        continue
-                    batch = parse_batch(data)  # verified above
-                    records = _records(batch)
-                    out.write(rebuild_batch(batch, [records[i] for i in kept]))
-        cleaned = out.finish()
+                        after += len(kept)
+                        if len(kept) == len(keys):
+                            # An untouched batch is copied as it is: no re-encoding.
+                            out.write(bytes(data))
+                            continue
+                        batch = parse_batch(data)  # verified above
+                        records = _records(batch)
+                        out.write(rebuild_batch(batch, [records[i] for i in kept]))
+            segment = out.finish(max(s.last_modified() for s in group))
+            out = None
+            segment.next_offset = max(segment.next_offset, group[-1].next_offset)
+            cleaned.append(segment)
     except BaseException:
-        out.abandon()
+        if out is not None:
+            out.abandon()
+        for segment in cleaned:
+            segment.delete()
         raise
-    cleaned.next_offset = max(cleaned.next_offset, closed[-1].next_offset)
     result = CleanResult(
         plog.name,
         len(closed),
         sum(s.size for s in closed),
-        cleaned.size,
+        sum(s.size for s in cleaned),
         before,
         after,
         time.perf_counter() - started,
@@ -176,6 +196,21 @@ def clean(
         return None
     plog.replace_closed(prepared.closed, prepared.cleaned)
     return prepared.result
+
+
+def _group_by_size(segments: Sequence[Segment], max_bytes: int) -> list[list[Segment]]:
+    """Consecutive segments in groups of at most `max_bytes` between them (a larger segment
+    alone), as Kafka's groupSegmentsBySize groups them by `segment.bytes`."""
+    groups: list[list[Segment]] = []
+    size = 0
+    for segment in segments:
+        if groups and size + segment.size <= max_bytes:
+            groups[-1].append(segment)
+            size += segment.size
+        else:
+            groups.append([segment])
+            size = segment.size
+    return groups
 
 
 def _records(batch: DefaultRecordBatch) -> list[Any]:
@@ -208,14 +243,18 @@ class _Output:
         while view:
             view = view[os.write(self.fd, view) :]
 
-    def finish(self) -> Segment:
+    def finish(self, modified_ms: int) -> Segment:
+        """The cleaned segment, modified when its newest source was (Kafka keeps the source's
+        lastModified): its age for retention where its records carry no timestamp."""
         if self.fd is None:
             segment: Segment = MemorySegment(self.base, bytes(self.buf))
             scan_batches(segment.read, self.size, self.base, segment, verify=False)
+            segment.untimed_at = modified_ms / 1000
             return segment
         os.fsync(self.fd)
         os.close(self.fd)
         self.fd = None
+        os.utime(self.path, ns=(modified_ms * 1_000_000, modified_ms * 1_000_000))
         os.replace(self.path, self.swap)
         assert self.directory is not None
         fsync_dir(self.directory)

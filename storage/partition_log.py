@@ -21,7 +21,9 @@ The same engine carries `__consumer_offsets` (the coordinator's records), user t
   silently.
 - A cleaner swap is crash-safe: `B-E.log.cleaned` is an unfinished cleaning (deleted at
   open); `B-E.log.swap` is a finished one, replacing the segments with base offsets in
-  [B, E), whose swap-in was interrupted (completed at open).
+  [B, E), whose swap-in was interrupted (completed at open). A cleaning writes one swap per
+  group of segments, oldest first, so a crash between them leaves older groups cleaned and
+  newer ones as they were, as Kafka's cleaner commits group by group.
 """
 
 from __future__ import annotations
@@ -130,10 +132,15 @@ class PartitionLog:
         self._hw_position = 0
         self._unwritten: list[Segment] = []
         self.truncations: list[Truncation] = []
-        # The segment the last cleaning made, while it is still the oldest: it holds one record
-        # per key, so the next cleaning maps only what came after it (as Kafka's cleaner maps
-        # only the dirty section). None after a restart: everything counts as dirty then.
-        self.clean_head: Segment | None = None
+        # Segments with a base offset below this were made by the cleaner and hold one record
+        # per key between them, so the next cleaning maps only what came after (as Kafka's
+        # cleaner maps only the dirty section, from its cleaner checkpoint). Kept in memory:
+        # after a restart everything counts as dirty.
+        self.clean_end = -1
+        # A cleaning of this log is between its segment list and its swap-in: retention and
+        # DeleteRecords leave the segments alone meanwhile (Kafka never runs both at once
+        # on a log), and the next retention check drops what they skipped.
+        self.cleaning = False
         # Guards `segments` between the event loop and the cleaner thread.
         self.lock = threading.Lock()
 
@@ -471,10 +478,14 @@ class PartitionLog:
         if offset <= self.log_start_offset:
             return []
         self.log_start_offset = offset
+        return self._drop_below_start()
+
+    def _drop_below_start(self) -> list[Segment]:
         # As Kafka's deleteLogStartOffsetBreachedSegments: a segment goes once the next one
         # starts at or below the log start, so the active segment stays (its records below
         # the start are not read, but MAX_TIMESTAMP still finds its newest, as in Kafka).
-        return self._drop_segments(lambda s: s.next_offset <= offset, keep_active=True)
+        start = self.log_start_offset
+        return self._drop_segments(lambda s: s.next_offset <= start, keep_active=True)
 
     def apply_retention(self, now: int, retention_ms: int, retention_bytes: int) -> list[Segment]:
         """Delete segments past `retention.ms` (by their newest timestamp, else their age:
@@ -484,6 +495,9 @@ class PartitionLog:
         As in Kafka, the active segment goes too once all of it is expired (the log rolls a
         new, empty one), so a quiet topic's old messages do not outlive retention.ms.
         """
+        if self.cleaning:
+            return []  # the next check, once the cleaning is in
+        dropped = self._drop_below_start()
         excess = self.size_bytes - retention_bytes if retention_bytes >= 0 else 0
 
         def expired(segment: Segment) -> bool:
@@ -493,10 +507,10 @@ class PartitionLog:
                 return True
             return retention_ms >= 0 and segment.largest_timestamp() < now - retention_ms
 
-        dropped = self._drop_segments(expired)
-        if dropped:
+        expired_segments = self._drop_segments(expired)
+        if expired_segments:
             self.log_start_offset = max(self.log_start_offset, self.segments[0].base_offset)
-        return dropped
+        return dropped + expired_segments
 
     def _drop_segments(
         self, condition: Callable[[Segment], bool], *, keep_active: bool = False
@@ -508,6 +522,8 @@ class PartitionLog:
         segment.
         """
         dropped: list[Segment] = []
+        if self.cleaning:
+            return dropped
         with self.lock:
             segments = list(self.segments)
         for segment in segments:
@@ -526,49 +542,55 @@ class PartitionLog:
         with self.lock:
             del self.segments[: len(dropped)]
             del self._bases[: len(dropped)]
-            if self.clean_head in dropped:
-                self.clean_head = None
         for segment in dropped:
             segment.delete()
         if self.directory is not None:
             fsync_dir(self.directory)
         return dropped
 
-    def replace_closed(self, closed: Sequence[Segment], cleaned: Segment) -> None:
-        """Swap a cleaned segment in for `closed`, the oldest segments (the cleaner's commit).
+    def replace_closed(self, closed: Sequence[Segment], cleaned: Sequence[Segment]) -> None:
+        """Swap the cleaned segments in for `closed`, the oldest segments (the cleaner's
+        commit); each cleaned segment replaces those from its base offset to the next's.
 
         Runs on the event loop, like every other change to the segment list. On disk the
-        cleaned bytes are already in `B-E.log.swap`, fsync'd and indexed: from here on a crash
-        leaves a log that opens to the same records (see `open`).
+        cleaned bytes are already in `B-E.log.swap` files, fsync'd and indexed: from here on
+        a crash leaves a log that opens to the same records (see `open`).
         """
         with self.lock:
             if self.segments[: len(closed)] != list(closed):
                 raise RuntimeError(f"{self.name}: segments changed under the cleaner")
+            renamed = {c.base_offset for c in cleaned if isinstance(c, FileSegment)}
             for old in closed:
-                if isinstance(cleaned, FileSegment) and old.base_offset == cleaned.base_offset:
-                    old.close()  # its file is replaced by the rename below
+                if old.base_offset in renamed:
+                    old.close()  # its file is replaced by a rename below
                 else:
                     old.delete()
-            if isinstance(cleaned, FileSegment):
-                final = cleaned.path.parent / segment_name(cleaned.base_offset)
-                os.replace(cleaned.path, final)
-                cleaned.rename(final)
-                fsync_dir(final.parent)
-            self.segments[: len(closed)] = [cleaned]
-            self._bases[: len(closed)] = [cleaned.base_offset]
-            self.clean_head = cleaned
+            for segment in cleaned:
+                if isinstance(segment, FileSegment):
+                    final = segment.path.parent / segment_name(segment.base_offset)
+                    os.replace(segment.path, final)
+                    segment.rename(final)
+            if self.directory is not None:
+                fsync_dir(self.directory)
+            self.segments[: len(closed)] = list(cleaned)
+            self._bases[: len(closed)] = [c.base_offset for c in cleaned]
+            self.clean_end = cleaned[-1].next_offset
+
+    def is_clean(self, segment: Segment) -> bool:
+        """Made by a cleaning (one record per key), not yet dirtied by anything after it."""
+        return segment.base_offset < self.clean_end
 
     def cleanable(self, now: int, min_lag_ms: int = 0) -> list[Segment]:
         """The closed segments a cleaning may take: up to the first one holding a record
-        younger than `min_lag_ms` (min.compaction.lag.ms; Kafka's first uncleanable offset).
-        The clean head, already compacted, always counts."""
+        younger than `min_lag_ms` (min.compaction.lag.ms; Kafka's first uncleanable offset;
+        a segment whose records carry no timestamp is as old as its last write, as Kafka
+        counts it). The clean segments, already compacted, always count."""
         with self.lock:
             closed = self.segments[:-1]
-            head = self.clean_head
         if min_lag_ms <= 0:
             return closed
         for i, segment in enumerate(closed):
-            if segment is not head and segment.max_timestamp > now - min_lag_ms:
+            if not self.is_clean(segment) and segment.largest_timestamp() > now - min_lag_ms:
                 return closed[:i]
         return closed
 
@@ -577,17 +599,16 @@ class PartitionLog:
         cleaned."""
         with self.lock:
             closed = self.segments[:-1] if cleanable is None else cleanable
-            head = self.clean_head
         closed_bytes = sum(s.size for s in closed)
         if not closed_bytes:
             return 0.0
-        clean = head.size if closed[0] is head else 0
+        clean = sum(s.size for s in closed if self.is_clean(s))
         return (closed_bytes - clean) / closed_bytes
 
     def compaction_overdue(self, cleanable: Sequence[Segment], now: int, max_lag_ms: int) -> bool:
         """Whether a dirty record waits past `max_lag_ms` (max.compaction.lag.ms): then the
         log is cleaned whatever its dirty ratio, as Kafka's cleaner does."""
-        dirty = [s for s in cleanable if s is not self.clean_head and s.roll_timestamp >= 0]
+        dirty = [s for s in cleanable if not self.is_clean(s) and s.roll_timestamp >= 0]
         return bool(dirty) and now - max_lag_ms > min(s.roll_timestamp for s in dirty)
 
     @property

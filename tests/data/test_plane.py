@@ -227,6 +227,42 @@ def test_retention_by_time_and_size_deletes_whole_segments_oldest_first() -> Non
     assert plane.data.partitions[("s", 0)].log.log_start_offset == 5
 
 
+def test_retention_deletes_the_segments_of_a_cleaned_compact_delete_topic() -> None:
+    # The cleaner groups segments by segment.bytes (Kafka's groupSegmentsBySize), one output
+    # each: retention can still delete old cleaned segments one by one, by size and by age.
+    value = b"x" * 200_000
+    mib = str(1 << 20)
+    for configs, at in [
+        ({"retention.bytes": "1100000"}, NOW),
+        ({"retention.ms": "86400000"}, NOW + 86_400_000 + 5),
+    ]:
+        plane = Plane()
+        topic = plane.topic(
+            "t", configs={"cleanup.policy": "compact,delete", "segment.bytes": mib, **configs}
+        )
+        for i in range(12):  # distinct keys: nothing is superseded
+            plane.produce(topic, batch([(b"k%d" % i, value)], timestamp=NOW + i))
+        log = plane.data.partitions[("t", 0)].log
+        assert [s.base_offset for s in log.segments] == [0, 5, 10]
+        result = clean(log, NOW + 20, delete_retention_ms=0)
+        assert result is not None and result.records_after == 10
+        assert [s.base_offset for s in log.segments] == [0, 5, 10]
+        assert plane.data.apply_retention(at) == 1, configs  # the first cleaned segment
+        assert log.log_start_offset == 5
+
+
+def test_retention_waits_while_a_cleaning_is_in_flight() -> None:
+    plane = Plane()
+    topic = plane.topic("t", configs={"cleanup.policy": "compact,delete", "retention.ms": "1000"})
+    plane.produce(topic, batch(records(3)))
+    log = plane.data.partitions[("t", 0)].log
+    log.cleaning = True  # the cleaner holds the segment list it is rewriting
+    assert plane.data.apply_retention(NOW + 2000) == 0
+    assert plane.data.delete_records(topic, 0, 2)[:2] == (ErrorCode.NONE, 2)  # start moves
+    log.cleaning = False
+    assert plane.data.apply_retention(NOW + 2000) == 1
+
+
 def test_retention_empties_a_quiet_topic_whose_every_record_expired() -> None:
     plane = Plane()
     topic = plane.topic("t", configs={"retention.ms": "1000"})

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import os
 import time
 from pathlib import Path
 
@@ -394,6 +395,50 @@ def test_min_compaction_lag_keeps_young_segments_out_of_a_cleaning(tmp_path: Pat
     # Without a lag every closed segment counts: the records of offsets 3 and 4 go too.
     assert clean(plog, now, 10**9, plog.cleanable(now)) is not None
     assert [decode_value(decode_key(r.key), r.value).offset for r in plog.records()] == [4, 5]
+
+
+def test_records_without_a_timestamp_are_as_old_as_their_segments_last_write(
+    tmp_path: Path,
+) -> None:
+    # Kafka falls back to the segment file's mtime (LogSegment.largestTimestamp): such
+    # records are protected by min.compaction.lag.ms like any others, not taken as ancient.
+    plog = open_log(tmp_path)
+    append(plog, [commit("g", 0, 0)], timestamp=-1)
+    plog.roll()
+    append(plog, [commit("g", 0, 1)], timestamp=-1)
+    now = int(time.time() * 1000)
+    assert plog.cleanable(now, min_lag_ms=60_000) == []
+    assert plog.cleanable(now + 61_000, min_lag_ms=60_000) == plog.segments[:1]
+
+
+def test_a_cleaning_writes_a_segment_per_segment_bytes_of_sources_oldest_first(
+    tmp_path: Path,
+) -> None:
+    plog = open_log(tmp_path, segment_bytes=600)
+    for i in range(40):
+        append(plog, [commit("g", i, i)], timestamp=i)  # distinct keys: all survive
+    closed = plog.segments[:-1]
+    assert len(closed) >= 4
+    old = int(time.time()) - 3600
+    for segment in closed:  # sources an hour old: the cleaned files keep their age
+        os.utime(segment.path, (old, old))
+    before = offsets_by_key(plog)
+    from minicoord.storage.cleaner import prepare
+
+    prepared = prepare(plog, now_ms=10_000, delete_retention_ms=10**9)
+    assert prepared is not None
+    groups = [s.base_offset for s in prepared.cleaned]
+    assert len(groups) > 1 and all(s.size <= 600 for s in prepared.cleaned)
+    # Each group committed on its own (a swap file each), in the order Kafka commits them.
+    swaps = sorted(p.name for p in tmp_path.glob("*" + SWAP))
+    assert [int(name.split("-")[0]) for name in swaps] == groups
+    assert all(abs(s.last_modified() - old * 1000) < 1000 for s in prepared.cleaned)
+    # A crash now: every swap is completed at open, and nothing is lost.
+    for segment in plog.segments:
+        segment.close()
+    again = open_log(tmp_path, segment_bytes=600)
+    assert [s.base_offset for s in again.segments[:-1]] == groups
+    assert offsets_by_key(again) == before
 
 
 def test_max_compaction_lag_makes_a_cleaning_due_whatever_the_dirty_ratio(tmp_path: Path) -> None:
