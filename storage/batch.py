@@ -193,7 +193,10 @@ def set_leader_epoch(buf: bytearray, epoch: int) -> None:
 
 
 def set_max_timestamp(buf: bytearray, timestamp: int) -> None:
-    """Write a batch's max timestamp (as Kafka does: the one its records say) and its CRC."""
+    """Write a batch's max timestamp (as Kafka does: the one its records say) and its CRC,
+    as a CreateTime batch."""
+    (attributes,) = _I16.unpack_from(buf, ATTRIBUTES_AT)
+    _I16.pack_into(buf, ATTRIBUTES_AT, attributes & ~TIMESTAMP_TYPE_LOG_APPEND)
     _I64.pack_into(buf, MAX_TIMESTAMP_AT, timestamp)
     _U32.pack_into(buf, CRC_AT, crc32c(memoryview(buf)[ATTRIBUTES_AT:]))
 

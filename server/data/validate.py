@@ -136,13 +136,12 @@ def check_produced(
                 ErrorCode.CORRUPT_MESSAGE, f"the batch does not decompress: {exc}"
             ) from exc
         start, end = 0, len(body)
-    check_timestamps = not limits.log_append_time
+    claims_append_time = bool(info.attributes & TIMESTAMP_TYPE_LOG_APPEND)
+    check_timestamps = not limits.log_append_time and not claims_append_time
     max_ts = _walk_records(body, start, end, info, limits, now if check_timestamps else None)
-    if check_timestamps and info.attributes & TIMESTAMP_TYPE_LOG_APPEND:
-        raise InvalidBatch(
-            ErrorCode.INVALID_TIMESTAMP,
-            "Invalid timestamp type in message: the producer should not set LogAppendTime",
-        )
+    if claims_append_time:
+        _check_claimed_append_time(info, limits, now)
+        max_ts = info.max_timestamp  # what Kafka read as every record's timestamp
     if size > limits.segment_bytes:
         raise InvalidBatch(
             ErrorCode.RECORD_LIST_TOO_LARGE,
@@ -163,11 +162,41 @@ def check_produced(
     if limits.log_append_time:
         set_log_append_time(batch, now)
         return batch, batch_info(batch)
-    if max_ts != info.max_timestamp:
-        # As Kafka does: the batch says what its records say, whatever the producer wrote.
+    if max_ts != info.max_timestamp or claims_append_time:
+        # As Kafka does: the batch says what its records say, whatever the producer wrote,
+        # and it is a CreateTime batch on a CreateTime topic.
         set_max_timestamp(batch, max_ts)
         info = batch_info(batch)
     return batch, info
+
+
+def _check_claimed_append_time(info: BatchInfo, limits: Limits, now: int) -> None:
+    """A producer's batch flagged LogAppendTime, as Kafka's LogValidator reads one: each
+    record at the batch's max timestamp. Refused on a LogAppendTime topic, or without a
+    timestamp; on a CreateTime topic that timestamp is checked as any record's."""
+    ts = info.max_timestamp
+    before, after = limits.before_max_ms, limits.after_max_ms
+    if limits.log_append_time or ts == -1:
+        why = "Producer should not set timestamp type to LogAppendTime."
+        errors = tuple(
+            (i, f"Invalid timestamp type in message {i}. {why}") for i in range(info.records)
+        )
+    elif now - ts > before or ts - now > after:
+        errors = tuple(
+            (
+                i,
+                f"Timestamp {ts} of message with offset {i} is out of range. "
+                f"The timestamp should be within [{now - before}, {now + after}]",
+            )
+            for i in range(info.records)
+        )
+    else:
+        return
+    raise InvalidBatch(
+        ErrorCode.INVALID_TIMESTAMP,
+        "One or more records have been rejected due to invalid timestamp",
+        errors,
+    )
 
 
 def _frame(records: bytes | bytearray | memoryview | None) -> int:

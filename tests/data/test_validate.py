@@ -157,10 +157,27 @@ def test_timestamps_out_of_bounds_are_invalid_timestamp_naming_each() -> None:
     check_produced(batch(timestamp=0), LIMITS, NOW, 9)
 
 
-def test_the_producer_may_not_claim_log_append_time() -> None:
-    data = bytearray(batch())
-    data[22] |= 0x08
-    assert refused(recrc(data)).error is ErrorCode.INVALID_TIMESTAMP
+def test_a_batch_claiming_log_append_time_is_read_as_kafkas_validator_reads_it() -> None:
+    # LogValidator reads each record of such a batch at the batch's max timestamp: refused
+    # on a LogAppendTime topic or without one; on a CreateTime topic checked as any
+    # timestamp, and stored as a CreateTime batch.
+    def claiming(max_ts: int) -> bytes:
+        data = bytearray(batch(records(2), timestamps=[NOW - 10, NOW - 5]))
+        data[22] |= 0x08
+        struct.pack_into(">q", data, 35, max_ts)
+        return recrc(data)
+
+    appended = replace(LIMITS, **{"log_append_time": True})
+    for data, limits in [(claiming(NOW - 5), appended), (claiming(-1), LIMITS)]:
+        error = refused(data, limits)
+        assert error.error is ErrorCode.INVALID_TIMESTAMP
+        assert [i for i, _ in error.record_errors] == [0, 1]
+    late = refused(claiming(NOW + 3_600_001))
+    assert late.error is ErrorCode.INVALID_TIMESTAMP and "out of range" in late.record_errors[0][1]
+    out, info = check_produced(claiming(NOW - 7), LIMITS, NOW, 9)
+    assert not info.log_append_time and info.max_timestamp == NOW - 7
+    parsed = DefaultRecordBatch(bytes(out))
+    assert parsed.validate_crc() and parsed.timestamp_type == 0
 
 
 def test_log_append_time_topics_stamp_the_batch_with_a_valid_crc() -> None:
