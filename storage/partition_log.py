@@ -32,6 +32,7 @@ import logging
 import os
 import struct
 import threading
+import time
 from bisect import bisect_right
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
@@ -253,10 +254,7 @@ class PartitionLog:
         active = self.segments[-1]
         if active.size and (
             active.size + size > self.segment_bytes
-            or (
-                self.segment_ms is not None
-                and info.max_timestamp - active.roll_timestamp > self.segment_ms
-            )
+            or (self.segment_ms is not None and self._waited_for_roll(active, info))
         ):
             active = self._roll(base)
         position = active.size
@@ -267,6 +265,15 @@ class PartitionLog:
         active.note_batch(position, base, nxt, info.max_timestamp, size)
         self.next_offset = nxt
         return base
+
+    def _waited_for_roll(self, active: Segment, info: BatchInfo) -> bool:
+        """Kafka's timeWaitedForRoll past segment.ms: from the active segment's first batch
+        timestamp to this batch's, or, when that first batch carried none, since the segment
+        was made."""
+        assert self.segment_ms is not None
+        if active.roll_timestamp >= 0:
+            return info.max_timestamp - active.roll_timestamp > self.segment_ms
+        return (time.time() - active.created) * 1000 > self.segment_ms
 
     def append(self, records: Sequence[Record], timestamp: int) -> int:
         """Append the coordinator's records as one uncompressed batch; returns its base offset."""

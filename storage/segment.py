@@ -48,6 +48,7 @@ class Segment:
         "_index_positions",
         "_last_indexed",
         "base_offset",
+        "created",
         "max_timestamp",
         "max_timestamp_offset",
         "next_offset",
@@ -68,6 +69,9 @@ class Segment:
         # When the last batch without a timestamp was noted (time.time()): a memory
         # segment's age for retention while none of its records carries a timestamp.
         self.untimed_at = 0.0
+        # When this segment object was made (time.time()): segment.ms counts from it while
+        # the first batch carries no timestamp, as Kafka's LogSegment.created.
+        self.created = time.time()
         self._index_offsets = array("q")
         self._index_positions = array("q")
         self._last_indexed = -INDEX_INTERVAL_BYTES

@@ -373,6 +373,21 @@ def test_segment_ms_rolls_on_the_batch_that_comes_that_late(tmp_path: Path) -> N
     assert [s.base_offset for s in plog.segments] == [0, 2, 4]
 
 
+def test_segment_ms_counts_from_the_segments_making_when_its_first_batch_has_no_timestamp(
+    tmp_path: Path,
+) -> None:
+    # Kafka's timeWaitedForRoll: without a first batch timestamp, now - the segment's creation.
+    plog = open_log(tmp_path)
+    plog.segment_ms = 60_000
+    append(plog, [commit("g", 0, 0)], timestamp=-1)
+    append(plog, [commit("g", 0, 1)], timestamp=-1)
+    append(plog, [commit("g", 0, 2)], timestamp=int(time.time() * 1000))  # no roll at once
+    assert len(plog.segments) == 1
+    plog.segments[-1].created -= 61  # a minute and a second old
+    append(plog, [commit("g", 0, 3)], timestamp=-1)
+    assert [s.base_offset for s in plog.segments] == [0, 3]
+
+
 def test_min_compaction_lag_keeps_young_segments_out_of_a_cleaning(tmp_path: Path) -> None:
     plog = open_log(tmp_path)
     plog.segment_ms = 0  # a segment per batch
