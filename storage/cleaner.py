@@ -120,7 +120,7 @@ def prepare(
 
     # The offsets of the dirty records that can survive, in order. A dirty batch with none of
     # them in its range (nearly every batch of a busy offsets log) is wholly superseded:
-    # dropped on its header alone, its records never walked. A record of the clean head
+    # dropped on its header alone, its records never walked. A record of a clean segment
     # survives unless its key is in the map (a newer one came after it).
     survivors = sorted(latest.values())
     before = after = 0
@@ -132,36 +132,16 @@ def prepare(
             end = groups[g + 1][0].base_offset if g + 1 < len(groups) else after_closed.base_offset
             out = _Output(plog, group[0].base_offset, end)
             for segment in group:
-                dirty = not plog.is_clean(segment)
-                with segment.reading() as read:
-                    for data in read_batches(read, segment.size):
-                        (first, _, _, _, _, _, last_delta, *_, n) = HEADER.unpack_from(data, 0)
-                        if dirty:
-                            at = bisect_left(survivors, first)
-                            if at == len(survivors) or survivors[at] > first + last_delta:
-                                before += n
-                                continue
-                        else:
-                            verify_batch(data)
-                        keys = record_keys(data)
-                        kept = [
-                            i
-                            for i, (key, offset, ts, tombstone) in enumerate(keys)
-                            if key is not None
-                            and latest.get(key, offset) == offset
-                            and not (tombstone and ts + delete_retention_ms <= now_ms)
-                        ]
-                        before += len(keys)
-                        if not kept:  # superseded, or only tombstones past retention
-                            continue
-                        after += len(kept)
-                        if len(kept) == len(keys):
-                            # An untouched batch is copied as it is: no re-encoding.
-                            out.write(bytes(data))
-                            continue
-                        batch = parse_batch(data)  # verified above
-                        records = _records(batch)
-                        out.write(rebuild_batch(batch, [records[i] for i in kept]))
+                seen, kept = _copy_survivors(
+                    segment,
+                    out,
+                    not plog.is_clean(segment),
+                    survivors,
+                    latest,
+                    now_ms - delete_retention_ms,
+                )
+                before += seen
+                after += kept
             segment = out.finish(max(s.last_modified() for s in group))
             out = None
             segment.next_offset = max(segment.next_offset, group[-1].next_offset)
@@ -196,6 +176,48 @@ def clean(
         return None
     plog.replace_closed(prepared.closed, prepared.cleaned)
     return prepared.result
+
+
+def _copy_survivors(
+    segment: Segment,
+    out: _Output,
+    dirty: bool,
+    survivors: list[int],
+    latest: dict[bytes, int],
+    tombstones_before: int,
+) -> tuple[int, int]:
+    """Write the records of `segment` that survive to `out`; (records seen, records kept)."""
+    seen = kept_count = 0
+    with segment.reading() as read:
+        for data in read_batches(read, segment.size):
+            (first, _, _, _, _, _, last_delta, *_, count) = HEADER.unpack_from(data, 0)
+            if dirty:
+                at = bisect_left(survivors, first)
+                if at == len(survivors) or survivors[at] > first + last_delta:
+                    seen += count
+                    continue
+            else:
+                verify_batch(data)
+            keys = record_keys(data)
+            kept = [
+                i
+                for i, (key, offset, ts, tombstone) in enumerate(keys)
+                if key is not None
+                and latest.get(key, offset) == offset
+                and not (tombstone and ts <= tombstones_before)
+            ]
+            seen += len(keys)
+            if not kept:  # superseded, or its survivors were tombstones past retention
+                continue
+            kept_count += len(kept)
+            if len(kept) == len(keys):
+                # An untouched batch is copied as it is: no re-encoding, same bytes.
+                out.write(bytes(data))
+                continue
+            batch = parse_batch(data)  # verified above
+            records = _records(batch)
+            out.write(rebuild_batch(batch, [records[i] for i in kept]))
+    return seen, kept_count
 
 
 def _group_by_size(segments: Sequence[Segment], max_bytes: int) -> list[list[Segment]]:
