@@ -525,14 +525,22 @@ def main(argv: Sequence[str] | None = None) -> int:
         console.line(str(exc))
         return 2
     print(f"results in {o['out']} (summary.json, results.md, raw.parquet, plots)")
+    return exit_status(summary)
+
+
+def exit_status(summary: dict[str, Any]) -> int:
+    """1 when a check of the run failed, else 0."""
+    results = summary["results"]
     failed = [
         g
-        for g in summary["results"].get("groups", [])
+        for g in results.get("groups", [])
         if g["assignment_violations"] or g["groups_with_failures"]
     ]
-    # Records lost, failed or read twice fail a data run as a broken assignment fails a join.
-    lost = summary["results"].get("records_verified") is False
-    return 1 if failed or lost else 0
+    # Records lost, failed or read twice fail a data run as a broken assignment fails a join;
+    # offsets not read back as acknowledged (or none acknowledged: nothing verified) likewise.
+    lost = results.get("records_verified") is False
+    unverified = results.get("offsets_verified") is False
+    return 1 if failed or lost or unverified else 0
 
 
 if __name__ == "__main__":

@@ -1,0 +1,52 @@
+"""`minicoord bench` checks that must fail loudly, through Spark local mode at toy sizes:
+offsets not verified, assignments checked against the topic as it is. The server under test
+runs embedded in this process (`--bootstrap`), so that faults can be injected into it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from minicoord.bench.cli import main
+from minicoord.testing import running
+
+
+@pytest.fixture(scope="module")
+def spark() -> Iterator[Any]:
+    from pyspark.sql import SparkSession
+
+    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    session = (
+        SparkSession.builder.master("local[2]")
+        .appName("minicoord-bench-check-tests")
+        .config("spark.driver.host", "127.0.0.1")
+        .config("spark.driver.bindAddress", "127.0.0.1")
+        .config("spark.ui.enabled", "false")
+        .config("spark.ui.showConsoleProgress", "false")
+        .config("spark.sql.shuffle.partitions", "4")
+        .getOrCreate()
+    )
+    yield session
+    session.stop()
+
+
+def test_commit_with_every_commit_refused_is_not_verified(spark: Any, tmp_path: Path) -> None:
+    """No OffsetCommit acknowledged: OffsetFetch had nothing to verify, which is a failed
+    check (exit 1), not a passed one."""
+    out = tmp_path / "commit"
+    with running() as server:
+        server.control.fail_next("OffsetCommit", 1_000_000, "COORDINATOR_LOAD_IN_PROGRESS")
+        argv = ["commit", "--bootstrap", server.bootstrap, "--members", "4", "--group-size", "2"]
+        argv += ["--duration-s", "1", "--tasks", "1", "--out", str(out), "--no-progress"]
+        assert main(argv) == 1
+
+    results = json.loads((out / "summary.json").read_text())["results"]
+    assert results["offsets_verified"] is False
+    assert "minicoord: no OffsetCommit was acknowledged" in results["offsets_not_verified"]
