@@ -87,7 +87,9 @@ def markdown(summary: dict[str, Any]) -> str:
         "ratio_medians": summary.get("ratio_medians"),
     }
     for key, value in sections.items():
-        if not value:
+        # Only what is absent or empty is left out: a failed check (false) or a count of 0
+        # is a result, and the one a reader must not miss.
+        if value is None or value == [] or value == {}:
             continue
         lines += ["", f"## {key}", ""]
         items = value if isinstance(value, list) else [value]

@@ -38,3 +38,30 @@ def test_exit_status_fails_on_every_failed_check() -> None:
     assert exit_status(summary(records_verified=False)) == 1
     bad = {"assignment_violations": 1, "groups_with_failures": 0}
     assert exit_status(summary(groups=[bad])) == 1
+
+
+def test_results_md_shows_failed_checks() -> None:
+    from minicoord.bench.report import markdown
+
+    report = {
+        "scenario": "commit",
+        "parameters": {},
+        "targets": {"minicoord": "127.0.0.1:9092"},
+        "executors": [],
+        "operations": [],
+        "results": {
+            "offsets_verified": False,
+            "records_verified": False,
+            "offsets_not_verified": "minicoord: why",
+            "assignment_violation_examples": [],
+        },
+        "ratios": [],
+        "ratio_medians": [],
+        "plots": [],
+    }
+    text = markdown(report)
+    for key in ("offsets_verified", "records_verified"):
+        assert f"## {key}\n\n```json\nfalse\n```" in text, text
+    assert "## offsets_not_verified" in text
+    # Empty sections stay out.
+    assert "## ratios" not in text and "## assignment_violation_examples" not in text

@@ -50,3 +50,4 @@ def test_commit_with_every_commit_refused_is_not_verified(spark: Any, tmp_path: 
     results = json.loads((out / "summary.json").read_text())["results"]
     assert results["offsets_verified"] is False
     assert "minicoord: no OffsetCommit was acknowledged" in results["offsets_not_verified"]
+    assert "## offsets_verified\n\n```json\nfalse\n```" in (out / "results.md").read_text()
