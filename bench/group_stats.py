@@ -7,11 +7,14 @@ from typing import Any
 
 from minicoord.bench.operation_stats import ACCURACY, QUANTILES, rounded
 
+KEY_SEP = "\x00"  # between target and step in the map of expected partitions
 
-def group_stats(df: Any, partitions: dict[str, int]) -> dict[str, Any]:
+
+def group_stats(df: Any, partitions: dict[str, dict[str, int]]) -> dict[str, Any]:
     """Per group: time to Stable (first JoinGroup of any member to the last member's
     assignment of the full generation), join rounds (the generation it settled at), and
-    whether its assignment is disjoint and complete."""
+    whether its assignment is disjoint and complete (`partitions`: per target and step, the
+    partitions of the topic its members subscribed to, as the server had it)."""
     from pyspark.sql import functions as F
 
     joins = df.filter((F.col("kind") == "phase") & (F.col("op") == "join"))
@@ -50,10 +53,11 @@ def group_stats(df: Any, partitions: dict[str, int]) -> dict[str, Any]:
             F.countDistinct("generation").alias("generations"),
         )
     )
-    expected = F.create_map(*[x for k, v in partitions.items() for x in (F.lit(k), F.lit(v))])
+    pairs = [(f"{t}{KEY_SEP}{s}", n) for t, steps in partitions.items() for s, n in steps.items()]
+    expected = F.create_map(*[x for k, v in pairs for x in (F.lit(k), F.lit(v))])
     checked = (
         per_group.join(assignments, ["target", "step", "group_id"], "left")
-        .withColumn("partitions", expected[F.col("step")])
+        .withColumn("partitions", expected[F.concat_ws(KEY_SEP, "target", "step")])
         .withColumn(
             "ok",
             (F.col("failed") == 0)

@@ -225,6 +225,8 @@ def run(o: dict[str, Any], console: Console | None = None) -> dict[str, Any]:
                 ]
         total = len(schedule)
         bind, advertised = driver_addresses(spark)
+        existing: dict[tuple[str, str], int] = {}  # (target, topic): its partitions
+        partitions_by_step: dict[str, dict[str, int]] = {t.label: {} for t in targets}
         with (
             ProgressBoard(bind) as board,
             tqdm(
@@ -238,8 +240,21 @@ def run(o: dict[str, Any], console: Console | None = None) -> dict[str, Any]:
             if board.error is not None:
                 log(f"no live member counts: cannot listen on {bind} ({board.error})")
             for n, (round_, target, job) in enumerate(schedule):
-                prepare_topic(target, *job.topic)
-                params = {**o, **job.params, "round": round_}
+                partitions = prepare_topic(target, *job.topic)
+                if partitions != job.topic[1] and (target.label, job.topic[0]) not in existing:
+                    log(
+                        f"topic {job.topic[0]} already existed on {target.label} "
+                        f"({target.bootstrap}) with {partitions} partitions, not "
+                        f"{job.topic[1]}: its members are assigned {partitions}, and checked "
+                        "against that"
+                    )
+                existing[(target.label, job.topic[0])] = partitions
+                # What each group's assignment must cover (verified in the report), and what
+                # consumer-protocol members wait to see owned: the topic as it is.
+                for waves in job.waves[:1]:
+                    for step, _ in waves:
+                        partitions_by_step[target.label][round_step(step, round_)] = partitions
+                params = {**o, **job.params, "round": round_, "partitions": partitions}
                 plans = [
                     TaskPlan(
                         job.scenario or o["scenario"],
@@ -261,13 +276,8 @@ def run(o: dict[str, Any], console: Console | None = None) -> dict[str, Any]:
                 run_job(spark, plans, raw, progress, board, log, label, unit)
         meta = {
             "scenario": o["scenario"],
-            # What a group's assignment must cover, per step (verification in the report).
-            "partitions_by_step": {
-                round_step(step, r): job.topic[1]
-                for r, _, job in schedule
-                for waves in job.waves[:1]
-                for step, _ in waves
-            },
+            # What a group's assignment must cover, per target and step.
+            "partitions_by_step": partitions_by_step,
             "rounds": rounds,
             "targets": {t.label: t.bootstrap for t in targets},
             "tasks": tasks,

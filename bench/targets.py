@@ -129,17 +129,39 @@ def _start_targets(o: dict[str, Any], log: Callable[[str], None], targets: list[
         targets.append(Target(TARGET_OTHER, o["compare_bootstrap"], other_pid=o.get("compare_pid")))
 
 
-def prepare_topic(target: Target, topic: str, partitions: int) -> None:
+def prepare_topic(target: Target, topic: str, partitions: int) -> int:
+    """Create `topic` on the target unless it exists; the partitions it has. A topic of that
+    name made earlier (a previous run, a peer started with `--topic bench:64`) keeps its own
+    count, and the members are assigned those partitions, not the ones asked for here."""
     if target.echo:
-        return
+        return partitions
     from minicoord.clients.connection import ProtocolClient
     from minicoord.clients.member_base import create_topic
 
-    async def create() -> int:
+    async def create() -> tuple[int, int | None]:
         host, _, port = target.bootstrap.rpartition(":")
         async with await ProtocolClient.connect(host.strip("[]"), int(port), "bench-admin") as c:
-            return await create_topic(c, topic, partitions)
+            error = await create_topic(c, topic, partitions)
+            return error, None if error else await topic_partitions(c, topic)
 
-    error = asyncio.run(create())
+    error, found = asyncio.run(create())
     if error:
         raise RuntimeError(f"cannot create topic {topic} on {target.bootstrap}: error {error}")
+    return partitions if found is None else found
+
+
+async def topic_partitions(conn: Any, topic: str) -> int | None:
+    """Partitions of `topic` from the server's Metadata (None: not there)."""
+    from kafka.protocol.metadata import MetadataRequest
+    from minicoord.clients.member_base import VERSIONS, ZERO_UUID
+
+    request = MetadataRequest(
+        topics=[MetadataRequest.MetadataRequestTopic(name=topic, topic_id=ZERO_UUID)],
+        allow_auto_topic_creation=False,
+        include_topic_authorized_operations=False,
+    )
+    response = await conn.request(request, VERSIONS["Metadata"])
+    for t in response.topics:
+        if t.name == topic and t.error_code == 0:
+            return len(t.partitions)
+    return None

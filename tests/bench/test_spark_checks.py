@@ -51,3 +51,32 @@ def test_commit_with_every_commit_refused_is_not_verified(spark: Any, tmp_path: 
     assert results["offsets_verified"] is False
     assert "minicoord: no OffsetCommit was acknowledged" in results["offsets_not_verified"]
     assert "## offsets_verified\n\n```json\nfalse\n```" in (out / "results.md").read_text()
+
+
+def test_cold_join_against_an_existing_topic_checks_the_topic_as_it_is(
+    spark: Any, tmp_path: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
+    """The README's lean peer (`--topic bench:64`) as --bootstrap, beside a server without
+    the topic: each target's groups are checked against its own topic, the peer's 64
+    partitions said in one line, and correct assignments are not violations."""
+    out = tmp_path / "cold"
+    with running(topics=[("bench", 64)]) as peer, running() as fresh:
+        argv = ["cold-join", "--bootstrap", peer.bootstrap, "--compare-bootstrap", fresh.bootstrap]
+        argv += ["--groups", "2", "--members", "2", "--tasks", "1", "--out", str(out)]
+        assert main([*argv, "--no-progress"]) == 0
+    err = capfd.readouterr().err
+    said = [line for line in err.splitlines() if "already existed" in line]
+    assert said == [
+        f"minicoord bench: topic bench already existed on minicoord ({peer.bootstrap}) with 64 "
+        "partitions, not 2: its members are assigned 64, and checked against that"
+    ], err
+
+    summary = json.loads((out / "summary.json").read_text())
+    groups = {g["target"]: g for g in summary["results"]["groups"]}
+    assert set(groups) == {"minicoord", "other"}
+    for g in groups.values():
+        assert g["assignment_disjoint_and_complete"] == 2 and g["assignment_violations"] == 0, g
+    assert summary["partitions_by_step"] == {
+        "minicoord": {"cold-join": 64},
+        "other": {"cold-join": 2},
+    }
