@@ -524,6 +524,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     except ClusterNotReady as exc:
         console.line(str(exc))
         return 2
+    from minicoord.bench.load_stats import step_errors_line
+
+    errors = step_errors_line(summary["results"].get("steps", []))
+    if errors:
+        console.line(errors)
     print(f"results in {o['out']} (summary.json, results.md, raw.parquet, plots)")
     return exit_status(summary)
 

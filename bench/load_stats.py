@@ -7,6 +7,7 @@ from typing import Any
 
 from minicoord.bench.operation_stats import rounded
 from minicoord.bench.task_run import split_round
+from minicoord.clients.member_base import error_name
 
 
 def rate_steps(df: Any, ops: list[dict[str, Any]], op_name: str) -> list[dict[str, Any]]:
@@ -20,6 +21,17 @@ def rate_steps(df: Any, ops: list[dict[str, Any]], op_name: str) -> list[dict[st
         .collect()
     )
     gauges = {(r["target"], r["step"], r["op"]): r["v"] for r in rows}
+    codes: dict[tuple[str, str], list[str]] = {}
+    for r in (
+        df.filter((F.col("kind") == "request") & (F.col("op") == op_name) & (F.col("error") != 0))
+        .groupBy("target", "step", "error")
+        .count()
+        .orderBy("target", "step", F.desc("count"))
+        .collect()
+    ):
+        codes.setdefault((r["target"], r["step"]), []).append(
+            f"{error_name(r['error'])} {r['count']}"
+        )
     sums = {(r["target"], r["step"], r["op"]): r["total"] for r in rows}
     out = []
     for o in ops:
@@ -39,12 +51,17 @@ def rate_steps(df: Any, ops: list[dict[str, Any]], op_name: str) -> list[dict[st
             "target": o["target"],
             "step": o["step"],
             "offered_per_s": offered,
-            "achieved_per_s": o["rate_per_s"],
+            # Error-free answers per second; error answers are counted apart (errors).
+            "achieved_per_s": o["ok_per_s"],
             "p50_ms": o["p50_ms"],
             "p99_ms": o["p99_ms"],
+            "answers": o["count"],
             "errors": o["errors"],
+            "error_codes": codes.get(key, []),
             "server_cpu_cores": rounded(cpu / span, 2) if cpu and span else None,
-            "per_server_cpu_second": rounded(o["count"] / cpu, 0) if cpu else None,
+            "per_server_cpu_second": (
+                rounded((o["count"] - o["errors"]) / cpu, 0) if cpu else None
+            ),
             "client_cpu_cores_busiest_task": (
                 rounded(client_max / span, 2) if client_max and span else None
             ),
@@ -58,6 +75,7 @@ def rate_steps(df: Any, ops: list[dict[str, Any]], op_name: str) -> list[dict[st
 
 
 def saturation(steps: list[dict[str, Any]]) -> dict[str, Any]:
+    """Per target, over its steps' error-free rates (achieved_per_s)."""
     out: dict[str, Any] = {}
     for target in sorted({s["target"] for s in steps}):
         mine = [s for s in steps if s["target"] == target]
@@ -83,6 +101,22 @@ def saturation(steps: list[dict[str, Any]]) -> dict[str, Any]:
             ),
         }
     return out
+
+
+def step_errors_line(steps: list[dict[str, Any]]) -> str | None:
+    """One line naming every timed step that saw error answers (None: none did)."""
+    seen = [
+        f"{s['target']} {s['step']}: {s['errors']:,} of {s['answers']:,}"
+        + (f" ({', '.join(s['error_codes'])})" if s.get("error_codes") else "")
+        for s in steps
+        if s.get("errors")
+    ]
+    if not seen:
+        return None
+    return (
+        "ERRORS in timed steps (achieved_per_s and the ratios count only error-free answers): "
+        + "; ".join(seen)
+    )
 
 
 def scale_stats(

@@ -71,6 +71,9 @@ def operation_stats(df: Any) -> list[dict[str, Any]]:
                 "p99_ms": rounded(q[2]),
                 "max_ms": rounded(r["max_ms"]),
                 "rate_per_s": rounded(r["count"] / span if span > 0 else None, 1),
+                # Error-free answers only: what throughput, saturation and ratios count (a
+                # rejected heartbeat is served, but it is not the work being measured).
+                "ok_per_s": rounded((r["count"] - r["errors"]) / span if span > 0 else None, 1),
                 "span_s": rounded(span),
             }
         )

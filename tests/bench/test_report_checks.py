@@ -65,3 +65,38 @@ def test_results_md_shows_failed_checks() -> None:
     assert "## offsets_not_verified" in text
     # Empty sections stay out.
     assert "## ratios" not in text and "## assignment_violation_examples" not in text
+
+
+def op_row(target: str, count: int, errors: int, step: str = "back-to-back") -> dict[str, Any]:
+    return {"target": target, "step": step, "kind": "request", "op": "Heartbeat",
+            "count": count, "errors": errors, "rate_per_s": count / 2, "ok_per_s":
+            (count - errors) / 2, "p50_ms": 1.0, "p99_ms": 2.0}  # fmt: skip
+
+
+def test_ratios_count_error_free_answers_only() -> None:
+    from minicoord.bench.comparison import head_to_head, ratios
+
+    # minicoord answered 1,000 heartbeats, 600 of them REBALANCE_IN_PROGRESS; the other
+    # server 800, all accepted: minicoord did half the other's work, not 1.25 times it.
+    ops = [op_row("minicoord", 1000, 600), op_row("other", 800, 0)]
+    (ratio,) = ratios(ops)
+    assert ratio["rate_ratio"] == 0.5
+    ops = [op_row("minicoord", 1000, 600, "heartbeat #1"), op_row("other", 800, 0, "heartbeat #1")]
+    rows = [r for r in head_to_head(ops, []) if r["measure"] == "Heartbeats/s"]
+    assert [(r["minicoord"], r["other"], r["ratio"]) for r in rows] == [
+        (200.0, 400.0, 0.5),
+        (200.0, 400.0, 0.5),
+    ]
+
+
+def test_step_errors_line() -> None:
+    from minicoord.bench.load_stats import step_errors_line
+
+    clean = {"target": "minicoord", "step": "rate=100", "answers": 100, "errors": 0}
+    assert step_errors_line([clean]) is None
+    bad = {"target": "minicoord", "step": "back-to-back", "answers": 66714, "errors": 22913,
+           "error_codes": ["REBALANCE_IN_PROGRESS 22913"]}  # fmt: skip
+    assert step_errors_line([clean, bad]) == (
+        "ERRORS in timed steps (achieved_per_s and the ratios count only error-free answers): "
+        "minicoord back-to-back: 22,913 of 66,714 (REBALANCE_IN_PROGRESS 22913)"
+    )

@@ -111,6 +111,7 @@ def _op(target: str, step: str, op: str, rate: float, p99: float) -> dict[str, A
         "kind": "request",
         "op": op,
         "rate_per_s": rate,
+        "ok_per_s": rate,  # every answer error-free
         "p99_ms": p99,
     }
 

@@ -37,9 +37,11 @@ def spark() -> Iterator[Any]:
     session.stop()
 
 
-def test_commit_with_every_commit_refused_is_not_verified(spark: Any, tmp_path: Path) -> None:
+def test_commit_with_every_commit_refused_is_not_verified(
+    spark: Any, tmp_path: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
     """No OffsetCommit acknowledged: OffsetFetch had nothing to verify, which is a failed
-    check (exit 1), not a passed one."""
+    check (exit 1), not a passed one; and refused commits are no throughput."""
     out = tmp_path / "commit"
     with running() as server:
         server.control.fail_next("OffsetCommit", 1_000_000, "COORDINATOR_LOAD_IN_PROGRESS")
@@ -51,6 +53,17 @@ def test_commit_with_every_commit_refused_is_not_verified(spark: Any, tmp_path: 
     assert results["offsets_verified"] is False
     assert "minicoord: no OffsetCommit was acknowledged" in results["offsets_not_verified"]
     assert "## offsets_verified\n\n```json\nfalse\n```" in (out / "results.md").read_text()
+    (step,) = results["steps"]
+    assert step["answers"] == step["errors"] > 0, step
+    assert step["error_codes"] == [f"COORDINATOR_LOAD_IN_PROGRESS {step['errors']}"]
+    assert step["achieved_per_s"] == 0 and step["per_server_cpu_second"] in (0, None), step
+    assert results["saturation"]["minicoord"]["max_achieved_per_s"] == 0
+    said = [line for line in capfd.readouterr().err.splitlines() if "ERRORS" in line]
+    assert said == [
+        "minicoord bench: ERRORS in timed steps (achieved_per_s and the ratios count only "
+        f"error-free answers): minicoord back-to-back: {step['errors']:,} of "
+        f"{step['answers']:,} (COORDINATOR_LOAD_IN_PROGRESS {step['errors']})"
+    ]
 
 
 def test_cold_join_against_an_existing_topic_checks_the_topic_as_it_is(
