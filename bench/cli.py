@@ -478,6 +478,16 @@ def check_values(parser: argparse.ArgumentParser, o: dict[str, Any]) -> None:
             parser.error(f"--server-config: {exc}")
 
 
+def check_out(parser: argparse.ArgumentParser, o: dict[str, Any]) -> None:
+    """--out must be new or empty: every job appends its rows to `raw.parquet` there, so an
+    earlier run's rows would be read as this run's."""
+    from pathlib import Path
+
+    out = Path(o["out"])
+    if out.exists() and (not out.is_dir() or any(out.iterdir())):
+        parser.error(f"--out {out} already holds something (a run?): give a new or empty folder")
+
+
 def check_reachable(parser: argparse.ArgumentParser, o: dict[str, Any]) -> None:
     """A plain TCP connect to each given server, before Spark takes its half minute to
     start: nothing listening there is a one-line message and exit status 2."""
@@ -513,6 +523,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.error(f"--server-config: {exc}")
     check_options(parser, args, o)
     check_values(parser, o)
+    check_out(parser, o)
     check_reachable(parser, o)
     from minicoord.bench.cluster_checks import ClusterNotReady
     from minicoord.bench.console import Console

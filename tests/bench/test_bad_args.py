@@ -304,3 +304,28 @@ def test_server_cpu_not_read_is_not_measured_rather_than_zero() -> None:
     result = saturation(steps)
     assert result["minicoord"]["max_per_server_cpu_second"] is None
     assert result["other"]["max_per_server_cpu_second"] == 12000.0
+
+
+def test_an_out_folder_that_holds_a_run_is_refused(tmp_path: Path) -> None:
+    """Jobs append to raw.parquet: an earlier run's rows would be counted as this run's."""
+    out = tmp_path / "run"
+    (out / "raw.parquet").mkdir(parents=True)
+    (out / "summary.json").write_text("{}")
+    done, took = run_bench("cold-join", "--out", str(out), "--no-progress")
+    assert_one_line_error(done, BENCH, f"--out {out} already holds")
+    assert took < 20
+    assert sorted(p.name for p in out.iterdir()) == ["raw.parquet", "summary.json"]
+
+
+def test_an_empty_out_folder_is_taken(tmp_path: Path) -> None:
+    import argparse
+
+    from minicoord.bench.cli import check_out
+
+    parser = argparse.ArgumentParser(prog=BENCH)
+    check_out(parser, {"out": str(tmp_path)})  # empty: no error
+    check_out(parser, {"out": str(tmp_path / "new")})  # not there yet: no error
+    (tmp_path / "leftover").write_text("")
+    with pytest.raises(SystemExit) as exit_:
+        check_out(parser, {"out": str(tmp_path)})
+    assert exit_.value.code == 2
