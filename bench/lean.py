@@ -37,6 +37,31 @@ APIS = ("heartbeat", "commit", "cghb")
 EXTRA_APIS = ("join",)  # run only when named
 
 
+# A member whose join failed this many times in a row is being refused, not racing a
+# rebalance: the reason is printed, once per server and reason.
+JOIN_FAILURES_TOLD = 3
+_told: set[tuple[str, int, str]] = set()
+
+
+def tell_join_refused(target: Target, exc: BaseException, session_timeout_ms: int) -> None:
+    """Print, once per server and reason, why its joins keep failing."""
+    from minicoord.clients.member_base import error_name
+    from minicoord.protocol.errors import ErrorCode
+
+    code = getattr(exc, "error", -1)
+    reason = error_name(code) if code != -1 else f"{type(exc).__name__}: {exc}"
+    if (target.host, target.port, reason) in _told:
+        return
+    _told.add((target.host, target.port, reason))
+    line = f"joins to {target.host}:{target.port} keep failing: {reason}"
+    if code == ErrorCode.INVALID_SESSION_TIMEOUT:
+        line += (
+            f" (the members ask for {session_timeout_ms:,} ms sessions: the server must allow "
+            f"them, e.g. group.max.session.timeout.ms of at least {session_timeout_ms})"
+        )
+    print(line, flush=True)
+
+
 async def join_classic(
     target: Target,
     group: str,
@@ -66,12 +91,18 @@ async def join_classic(
     ]  # fmt: skip
 
     async def live(member: Any) -> None:
+        failures = 0
         for _ in range(600):
             try:
                 await member.join()
+                failures = 0
                 await member.heartbeat_loop()
-            except Exception:
-                # kfake answers INCONSISTENT_GROUP_PROTOCOL to joins racing a rebalance.
+            except Exception as exc:
+                # kfake answers INCONSISTENT_GROUP_PROTOCOL to joins racing a rebalance: a
+                # failure or two is a race; more in a row is a refusal, said once.
+                failures += 1
+                if failures == JOIN_FAILURES_TOLD:
+                    tell_join_refused(target, exc, session_timeout_ms)
                 await asyncio.sleep(0.1)
 
     tasks = [asyncio.create_task(live(m)) for m in members]

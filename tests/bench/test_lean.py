@@ -4,6 +4,7 @@ client's CPU per process and the server's CPU per request. No figure is asserted
 
 from __future__ import annotations
 
+import asyncio
 import re
 from collections.abc import Callable
 
@@ -68,3 +69,27 @@ def test_a_load_process_that_dies_fails_the_run_at_once() -> None:
         with pytest.raises(RuntimeError, match="exited with status"):
             pump(Target("127.0.0.1", port), [b"x"], procs=1, secs=0.5)
     assert time.monotonic() - t0 < 60
+
+
+def test_a_peer_refusing_the_joins_is_named_once(
+    capsys: pytest.CaptureFixture[str], server_factory: Callable[..., ServerProcess]
+) -> None:
+    """bench footprint's members ask for 5-minute sessions: a server that allows 1 minute
+    refuses every join, and the reason is printed once, not waited out in silence."""
+    from minicoord.bench import lean
+    from minicoord.bench.pump import Target
+
+    peer = server_factory({"group.max.session.timeout.ms": 60_000}, topics=[("bench", 64)])
+    target = Target("127.0.0.1", peer.port)
+
+    async def join() -> None:
+        await lean.join_classic(target, "refused", 3, session_timeout_ms=300_000, settle_s=2)
+
+    with pytest.raises(SystemExit, match="did not settle"):
+        asyncio.run(join())
+    lines = capsys.readouterr().out.splitlines()
+    assert lines == [
+        f"joins to 127.0.0.1:{peer.port} keep failing: INVALID_SESSION_TIMEOUT (the members "
+        "ask for 300,000 ms sessions: the server must allow them, e.g. "
+        "group.max.session.timeout.ms of at least 300000)"
+    ]
