@@ -7,6 +7,7 @@ from __future__ import annotations
 import argparse
 import math
 import os
+import shutil
 import socket
 import sys
 from collections.abc import Iterable
@@ -125,3 +126,21 @@ def peer_address(
     if address is not None and o.compare_name in taken:
         parser.error(f"--compare-name {o.compare_name!r} is the name of another target")
     return address
+
+
+INSTALL_JAVA = (
+    "install a JDK or JRE 17+ (e.g. apt-get install openjdk-17-jre-headless) or set JAVA_HOME"
+)
+
+
+def require_java(prog: str) -> None:
+    """Exit 2 with a one-line message when Spark will find no `java` to start its JVM: the
+    one JAVA_HOME names, as spark-class takes it, else the first on PATH."""
+    home = os.environ.get("JAVA_HOME")
+    if home:
+        java = os.path.join(home, "bin", "java")
+        if not os.access(java, os.X_OK):
+            fail(prog, f"Spark needs Java 17+, and JAVA_HOME={home} has no {java}: {INSTALL_JAVA}")
+        return
+    if shutil.which("java") is None:
+        fail(prog, f"Spark needs Java 17+: no java on PATH and no JAVA_HOME: {INSTALL_JAVA}")

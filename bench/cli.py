@@ -515,6 +515,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         from minicoord.bench.footprint import main as footprint_main
 
         return footprint_main(args_in[1:])
+    from minicoord.bench.console import Console, under_spark_submit
+
     parser = build_parser()
     args = parser.parse_args(argv)
     try:
@@ -525,8 +527,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     check_values(parser, o)
     check_out(parser, o)
     check_reachable(parser, o)
+    if not under_spark_submit():  # under spark-submit the JVM is running already
+        from minicoord.bench.arg_checks import require_java
+
+        require_java(parser.prog)
     from minicoord.bench.cluster_checks import ClusterNotReady
-    from minicoord.bench.console import Console
     from minicoord.bench.runner import run
 
     console = Console()

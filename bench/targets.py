@@ -129,6 +129,10 @@ def _start_targets(o: dict[str, Any], log: Callable[[str], None], targets: list[
         targets.append(Target(TARGET_OTHER, o["compare_bootstrap"], other_pid=o.get("compare_pid")))
 
 
+# How long creating a job's topic and reading it back may take on a target.
+ADMIN_TIMEOUT_S = 30.0
+
+
 def prepare_topic(target: Target, topic: str, partitions: int) -> int:
     """Create `topic` on the target unless it exists; the partitions it has. A topic of that
     name made earlier (a previous run, a peer started with `--topic bench:64`) keeps its own
@@ -144,7 +148,17 @@ def prepare_topic(target: Target, topic: str, partitions: int) -> int:
             error = await create_topic(c, topic, partitions)
             return error, None if error else await topic_partitions(c, topic)
 
-    error, found = asyncio.run(create())
+    from minicoord.bench.cluster_checks import ClusterNotReady
+
+    try:
+        error, found = asyncio.run(asyncio.wait_for(create(), ADMIN_TIMEOUT_S))
+    except Exception as exc:
+        # Something listens there, but does not answer as a Kafka server (a control API's
+        # port, an HTTP server) or not in time: one line, not a traceback from the client.
+        raise ClusterNotReady(
+            f"{target.label} at {target.bootstrap} did not answer CreateTopics and Metadata "
+            f"as a Kafka server does: {exc!r}"
+        ) from None
     if error:
         raise RuntimeError(f"cannot create topic {topic} on {target.bootstrap}: error {error}")
     return partitions if found is None else found

@@ -48,10 +48,13 @@ def marked_processes(mark: str) -> list[int]:
     return found
 
 
-def run_bench(*args: str, timeout: float = 60) -> tuple[subprocess.CompletedProcess[str], float]:
-    """`minicoord bench ARGS` in a child; asserts that nothing it started outlives it."""
+def run_bench(
+    *args: str, timeout: float = 60, env: dict[str, str] | None = None
+) -> tuple[subprocess.CompletedProcess[str], float]:
+    """`minicoord bench ARGS` in a child (in `env`, else this environment); asserts that
+    nothing it started outlives it."""
     mark = uuid.uuid4().hex
-    env = {**os.environ, "BENCH_BAD_ARGS_MARK": mark}
+    env = {**(os.environ if env is None else env), "BENCH_BAD_ARGS_MARK": mark}
     started = time.monotonic()
     done = subprocess.run(
         [sys.executable, "-m", "minicoord.bench.cli", *args],
@@ -329,3 +332,49 @@ def test_an_empty_out_folder_is_taken(tmp_path: Path) -> None:
     with pytest.raises(SystemExit) as exit_:
         check_out(parser, {"out": str(tmp_path)})
     assert exit_.value.code == 2
+
+
+@pytest.mark.parametrize("java_home", [None, "/nonexistent"])
+def test_no_java_is_named_before_spark(tmp_path: Path, java_home: str | None) -> None:
+    """Without a java Spark would print its gateway's traceback after trying to start."""
+    env = {k: v for k, v in os.environ.items() if k != "JAVA_HOME"}
+    env["PATH"] = str(tmp_path)  # nothing there; the child is started by its full path
+    if java_home is not None:
+        env["JAVA_HOME"] = java_home
+    out = tmp_path / "out"
+    done, took = run_bench("cold-join", "--out", str(out), "--no-progress", env=env)
+    words = ["Java 17+", "install a JDK or JRE 17+"]
+    words += ["JAVA_HOME=/nonexistent has no"] if java_home else ["no java on PATH"]
+    assert_one_line_error(done, BENCH, *words)
+    assert took < 20
+    assert not out.exists()
+
+
+def test_a_bootstrap_that_is_not_kafka_is_one_line(tmp_path: Path) -> None:
+    """Something listens (an HTTP port, say), but it is no Kafka server: prepare_topic says
+    so in one line (exit 2 from the command) instead of the client's traceback."""
+    import threading
+
+    from minicoord.bench.cluster_checks import ClusterNotReady
+    from minicoord.bench.targets import Target, prepare_topic
+
+    listener = socket.create_server(("127.0.0.1", 0))
+    port = listener.getsockname()[1]
+
+    def answer_http() -> None:
+        conn, _ = listener.accept()
+        with conn:
+            conn.recv(4096)
+            conn.sendall(b"HTTP/1.1 400 Bad Request\r\nContent-Length: 0\r\n\r\n")
+
+    server = threading.Thread(target=answer_http, daemon=True)
+    server.start()
+    try:
+        with pytest.raises(ClusterNotReady) as raised:
+            prepare_topic(Target("minicoord", f"127.0.0.1:{port}"), "bench", 2)
+    finally:
+        server.join(10)
+        listener.close()
+    message = str(raised.value)
+    assert "\n" not in message
+    assert message.startswith(f"minicoord at 127.0.0.1:{port} did not answer CreateTopics")
