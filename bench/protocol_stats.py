@@ -9,7 +9,8 @@ rounds of each protocol are reduced to their median here, with the lowest and hi
 - heartbeat: Heartbeats/s vs ConsumerGroupHeartbeats/s back to back (load_stats.rate_steps);
 - cpu: every timed window's client CPU per task, the server's CPU and the machine's busy
   cores, to tell whether the load generator set the pace;
-- claims: the three figures issue 9 asks of the consumer protocol, checked.
+- claims: the three figures issue 9 asks of the consumer protocol, checked (four checks:
+  the newcomer's figure gives two).
 """
 
 from __future__ import annotations

@@ -100,3 +100,21 @@ def test_step_errors_line() -> None:
         "ERRORS in timed steps (achieved_per_s and the ratios count only error-free answers): "
         "minicoord back-to-back: 22,913 of 66,714 (REBALANCE_IN_PROGRESS 22913)"
     )
+
+
+def test_readme_counts_the_protocols_claims_the_code_makes() -> None:
+    import re
+    from pathlib import Path
+
+    from minicoord.bench.protocol_stats import claims
+
+    made = claims(
+        [{"group_size": 10, "consumer_ms": 1.0, "classic_ms": 2.0}],
+        [{"protocol": "consumer", "round": "median", "without_kept_max_ms": 0,
+          "newcomer_share_intervals_max": 1}],
+        [{"round": "median", "ConsumerGroupHeartbeat_per_s": 2, "Heartbeat_per_s": 1}],
+    )  # fmt: skip
+    readme = (Path(__file__).parents[2] / "README.md").read_text()
+    (said,) = re.findall(r"the (\w+) checks\s+\(`protocols_claims`", readme)
+    words = {"three": 3, "four": 4, "five": 5}
+    assert words[said] == len(made) == 4
