@@ -314,8 +314,15 @@ def build_parser() -> argparse.ArgumentParser:
         "server's group.consumer.heartbeat.interval.ms, so both protocols learn of a "
         "rebalance at the same pace); consumer-protocol members use the server's",
     )
-    member.add_argument("--session-timeout-ms", type=int, default=30_000)
-    member.add_argument("--rebalance-timeout-ms", type=int, default=60_000)
+    member.add_argument(
+        "--session-timeout-ms", type=int, default=30_000, help="members' session timeout (30000)"
+    )
+    member.add_argument(
+        "--rebalance-timeout-ms",
+        type=int,
+        default=60_000,
+        help="members' rebalance timeout; churn's grace after its duration (60000)",
+    )
     member.add_argument(
         "--connections",
         choices=["per-member", "shared"],

@@ -378,3 +378,11 @@ def test_a_bootstrap_that_is_not_kafka_is_one_line(tmp_path: Path) -> None:
     message = str(raised.value)
     assert "\n" not in message
     assert message.startswith(f"minicoord at 127.0.0.1:{port} did not answer CreateTopics")
+
+
+def test_every_spark_scenario_option_says_what_it_is() -> None:
+    from minicoord.bench.cli import build_parser
+
+    for action in build_parser()._actions:
+        if action.dest != "scenario":
+            assert action.help, action.option_strings
