@@ -196,9 +196,14 @@ class Broker:
         log.info("created topic %s with %d partitions (id %s)", name, partitions, topic.topic_id)
         return topic
 
-    def create_offsets_topic(self) -> None:
-        """`__consumer_offsets` comes into existence, as Kafka creates it on first use."""
+    def create_offsets_topic(self, partition: int = 0) -> None:
+        """`__consumer_offsets` comes into existence, as Kafka creates it on first use.
+
+        Its log `partition` (the group's that was looked up) is made at once: with a data
+        directory, that is what a restart finds the topic by, as Kafka's controller has it
+        in its metadata log."""
         if self.topics.create_offsets_topic():
+            self.data.partition(self.topics.offsets, partition)
             self.coordinator.on_topics_changed({OFFSETS_TOPIC}, created=True)
             log.info(
                 "created topic %s with %d partitions",
@@ -354,10 +359,10 @@ class Broker:
             if batch is None:
                 batch = by_partition[partition] = []
             batch.append(record)
-        offsets = self.topics.get(OFFSETS_TOPIC)
-        assert offsets is not None
+        offsets = self.topics.offsets
         if not self.topics.offsets_topic_exists:
-            self.create_offsets_topic()  # written to without a FindCoordinator (embedded use)
+            # Written to without a FindCoordinator (embedded use).
+            self.create_offsets_topic(records[0][0])
         now = self.now()
         for partition, batch in by_partition.items():
             state = self.data.partition(offsets, partition)

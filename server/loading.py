@@ -56,8 +56,7 @@ def open_topic_partition(
 def plan_loading(broker: Broker) -> tuple[list[int], list[tuple[Topic, int]]]:
     """Mark what must load before it is served; the offsets partitions and topic partitions."""
     on_disk = broker.logs.on_disk()
-    offsets = broker.topics.get(OFFSETS_TOPIC)
-    assert offsets is not None
+    offsets = broker.topics.offsets
     partitions = sorted(p for name, p in on_disk if name == OFFSETS_TOPIC)
     if partitions:
         broker.topics.create_offsets_topic()  # it existed before this start
@@ -99,8 +98,7 @@ async def load_logs(
 ) -> None:
     loop = asyncio.get_running_loop()
     logs = broker.logs
-    offsets = broker.topics.get(OFFSETS_TOPIC)
-    assert offsets is not None
+    offsets = broker.topics.offsets
     segment_bytes = broker.config.offsets_topic_segment_bytes
     for partition in offsets_partitions:
         started = time.perf_counter()

@@ -131,8 +131,9 @@ class TopicRegistry:
         )
         # Kafka's offsets topic is compacted (its segment size is offsets.topic.segment.bytes).
         offsets.config = TopicConfig({"cleanup.policy": "compact"}, self.defaults)
-        self._add(offsets)
-        # The coordinator uses the topic whether or not clients may see it yet.
+        # The coordinator's, whether or not the topic exists for clients yet: it is in the
+        # name and id maps (what requests look up) only from `create_offsets_topic` on.
+        self.offsets = offsets
         self.offsets_topic_exists = False
 
     def _add(self, topic: Topic) -> Topic:
@@ -167,20 +168,14 @@ class TopicRegistry:
         )
 
     def all(self) -> list[Topic]:
-        """The topics clients see: `__consumer_offsets` only once it exists."""
-        if self.offsets_topic_exists:
-            return list(self._by_name.values())
-        return [t for t in self._by_name.values() if t.name != OFFSETS_TOPIC]
-
-    def listed(self, topic: Topic) -> bool:
-        return self.offsets_topic_exists or topic.name != OFFSETS_TOPIC
+        return list(self._by_name.values())
 
     def create_offsets_topic(self) -> bool:
-        """Make `__consumer_offsets` visible; False if it already was."""
+        """Make `__consumer_offsets` exist for requests; False if it already did."""
         if self.offsets_topic_exists:
             return False
         self.offsets_topic_exists = True
-        self.generation += 1
+        self._add(self.offsets)
         return True
 
     def user_topics(self) -> list[Topic]:
@@ -198,7 +193,7 @@ class TopicRegistry:
         reason = topic_name_error(name)
         if reason is not None:
             return ErrorCode.INVALID_TOPIC_EXCEPTION, reason
-        if name in self._by_name or name == METADATA_TOPIC:
+        if name in self._by_name or name in (METADATA_TOPIC, OFFSETS_TOPIC):
             return ErrorCode.TOPIC_ALREADY_EXISTS, f"Topic '{name}' already exists."
         existing = self.colliding(name)
         if existing is not None:

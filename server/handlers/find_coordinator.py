@@ -56,7 +56,7 @@ def _lookup(ctx: RequestContext, key: str, key_type: int) -> tuple[ErrorCode, st
         return ErrorCode.COORDINATOR_NOT_AVAILABLE, "the group's offsets partition is unavailable"
     if not ctx.broker.topics.offsets_topic_exists:
         # Kafka creates the offsets topic on the first lookup of a group's coordinator.
-        ctx.broker.create_offsets_topic()
+        ctx.broker.create_offsets_topic(ctx.broker.coordinator.partition_for(key))
     return ErrorCode.NONE, None
 
 

@@ -18,7 +18,7 @@ from minicoord.protocol.errors import ErrorCode
 from minicoord.server.coordinator.results import Result
 from minicoord.server.handlers.base import EncodedResponse, Handler, RequestContext
 from minicoord.server.security import authorize
-from minicoord.server.topics import Topic, topic_name_error
+from minicoord.server.topics import OFFSETS_TOPIC, Topic, topic_name_error
 
 API_KEY = 3
 TOPIC = authorize.TOPIC
@@ -163,16 +163,6 @@ def _answer(ctx: RequestContext, request: Any) -> Any:
                 topics.append(_error(name, None, _DENIED))
                 continue
             found = registry.get(name)
-            if found is not None and not registry.listed(found):
-                # __consumer_offsets before its first use: Kafka creates it when named here
-                # with auto-creation allowed, as any topic.
-                if not allow_create:
-                    topics.append(_error(name, None, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION))
-                    continue
-                if checked and not _may_create(ctx, name):
-                    topics.append(_error(name, None, _DENIED))
-                    continue
-                broker.create_offsets_topic()
             if found is None:
                 if topic_name_error(name) is not None:
                     topics.append(_error(name, None, ErrorCode.INVALID_TOPIC_EXCEPTION))
@@ -188,8 +178,13 @@ def _answer(ctx: RequestContext, request: Any) -> Any:
                 if checked and not _may_create(ctx, name):
                     topics.append(_error(name, None, _DENIED))
                     continue
-                found = broker.create_topic(name, config.num_partitions)
-                created = True
+                if name == OFFSETS_TOPIC:
+                    # Before its first use: Kafka creates it when named here, as any topic.
+                    broker.create_offsets_topic()
+                    found = registry.offsets
+                else:
+                    found = broker.create_topic(name, config.num_partitions)
+                    created = True
             topics.append(_topic(found, node))
     # Without ACLs, every operation the resource supports (Kafka's authorizedOperations).
     _authorized_operations(ctx, request, topics)

@@ -14,6 +14,7 @@ from kafka.protocol.admin import (
     CreatePartitionsRequest,
     DescribeConfigsRequest,
 )
+from kafka.protocol.metadata import FindCoordinatorRequest
 from minicoord.clients.connection import ProtocolClient
 from minicoord.protocol.errors import ErrorCode
 from minicoord.testing.embedded import running
@@ -87,7 +88,12 @@ async def test_malformed_config_changes_are_invalid_request_and_change_nothing()
             assert await incremental(("t", [("retention.ms", DELETE, None)])) == [
                 ("t", ErrorCode.NONE, None)
             ]
-            (internal,) = await incremental(("__consumer_offsets", [("retention.ms", SET, "1")]))
+            # Before the first group lookup creates it, the offsets topic does not exist.
+            change = ("__consumer_offsets", [("retention.ms", SET, "1")])
+            (absent,) = await incremental(change)
+            assert absent[1] == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+            await client.request(FindCoordinatorRequest(key_type=0, coordinator_keys=["g"]), 4)
+            (internal,) = await incremental(change)
             assert internal[1] == ErrorCode.INVALID_REQUEST and "--config" in internal[2]
             legacy = AlterConfigsRequest.AlterConfigsResource
             answer = await client.request(

@@ -80,6 +80,13 @@ def test_the_offsets_topic_is_listed_from_a_groups_first_use_and_after_restarts(
     node.stop()
     node.start()
     assert listed_topics(node.bootstrap) == {TOPIC}
+    # A coordinator lookup alone (describing a group nobody uses) creates it, for good.
+    admin = AdminClient({"bootstrap.servers": node.bootstrap})
+    admin.describe_consumer_groups(["nobody"])["nobody"].result(15)
+    assert listed_topics(node.bootstrap) == {TOPIC, "__consumer_offsets"}
+    node.stop()
+    node.start()
+    assert listed_topics(node.bootstrap) == {TOPIC, "__consumer_offsets"}
     consumer = Consumer({"bootstrap.servers": node.bootstrap, "group.id": "lister"})
     try:
         consumer.commit(offsets=[TopicPartition(TOPIC, 0, 0)], asynchronous=False)

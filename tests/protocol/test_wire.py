@@ -902,13 +902,25 @@ async def test_the_offsets_topic_exists_from_the_first_group_coordinator_lookup(
         request = MetadataRequest(version=12, topics=[topic], allow_auto_topic_creation=allow)
         return int((await raw_client.request(request, 12)).topics[0].error_code)
 
+    async def list_offsets() -> int:
+        part = ListOffsetsRequest.ListOffsetsTopic.ListOffsetsPartition(
+            partition_index=0, current_leader_epoch=-1, timestamp=-1
+        )
+        topic = ListOffsetsRequest.ListOffsetsTopic(name="__consumer_offsets", partitions=[part])
+        request = ListOffsetsRequest(
+            version=7, replica_id=-1, isolation_level=0, topics=[topic], timeout_ms=1000
+        )
+        return int((await raw_client.request(request, 7)).topics[0].partitions[0].error_code)
+
     assert await listed() == {"topic6": (False, 6)}
     assert await named(False) == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+    assert await list_offsets() == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION  # as any absent topic
     assert await listed() == {"topic6": (False, 6)}
     found = await raw_client.request(FindCoordinatorRequest(key_type=0, coordinator_keys=["g"]), 4)
     assert found.coordinators[0].error_code == ErrorCode.NONE
     assert await listed() == {"topic6": (False, 6), "__consumer_offsets": (True, 50)}
     assert await named(False) == ErrorCode.NONE
+    assert await list_offsets() == ErrorCode.NONE
 
 
 async def test_a_metadata_request_naming_the_offsets_topic_creates_it(
