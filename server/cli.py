@@ -98,9 +98,9 @@ def _log_command(args: argparse.Namespace) -> int:
     return 0
 
 
-def _compacted_topics(data_dir: Path, config: Config) -> dict[str, tuple[int, int]]:
+def _compacted_topics(data_dir: Path, config: Config) -> dict[str, tuple[int, int, int]]:
     """The topics whose cleanup.policy includes compact, from the cluster metadata log, each
-    with its delete.retention.ms and min.compaction.lag.ms."""
+    with its delete.retention.ms, min.compaction.lag.ms and segment.bytes."""
     from minicoord.server.topics import METADATA_TOPIC, TopicRegistry, replay_metadata
     from minicoord.storage.log import log_dir
     from minicoord.storage.partition_log import PartitionLog
@@ -113,7 +113,7 @@ def _compacted_topics(data_dir: Path, config: Config) -> dict[str, tuple[int, in
     replay_metadata(plog, registry)
     plog.close()
     return {
-        t.name: (cfg.delete_retention_ms, cfg.min_compaction_lag_ms)
+        t.name: (cfg.delete_retention_ms, cfg.min_compaction_lag_ms, cfg.segment_bytes)
         for t in registry.user_topics()
         if (cfg := registry.config_of(t)).compact
     }

@@ -164,22 +164,23 @@ def compact(
     data_dir: Path,
     delete_retention_ms: int,
     segment_bytes: int,
-    compacted_topics: Mapping[str, tuple[int, int]] | None = None,
+    compacted_topics: Mapping[str, tuple[int, int, int]] | None = None,
 ) -> list[CleanResult]:
     """Run the cleaner over `__consumer_offsets` and the given compacted topics, the active
-    segment included (server stopped). `compacted_topics`: each topic's delete.retention.ms
-    and min.compaction.lag.ms, which it is cleaned by as the server's cleaner would."""
+    segment included (server stopped). `compacted_topics`: each topic's delete.retention.ms,
+    min.compaction.lag.ms and segment.bytes, which it is cleaned by as the server's cleaner
+    would (`segment_bytes` is the offsets topic's)."""
     logs = LogManager(data_dir)
     logs.lock()
     results = []
-    wanted = {OFFSETS_TOPIC: (delete_retention_ms, 0), **(compacted_topics or {})}
+    wanted = {OFFSETS_TOPIC: (delete_retention_ms, 0, segment_bytes), **(compacted_topics or {})}
     now = int(time.time() * 1000)
     try:
         for name, index in selected(data_dir):
             if name not in wanted:
                 continue
-            retention, min_lag = wanted[name]
-            plog = logs.open_log(name, index, segment_bytes)
+            retention, min_lag, log_segment_bytes = wanted[name]
+            plog = logs.open_log(name, index, log_segment_bytes)
             logs.install(name, index, plog)
             plog.roll()
             result = clean(plog, now, retention, plog.cleanable(now, min_lag))

@@ -125,3 +125,30 @@ def test_offline_compaction_keeps_what_min_compaction_lag_protects(tmp_path: Pat
     with running(data_dir=tmp_path) as server:
         assert _values(server.bootstrap, "lagged") == [str(i).encode() for i in range(ROUNDS)]
         assert _values(server.bootstrap, "unlagged") == [str(ROUNDS - 1).encode()]
+
+
+def test_offline_compaction_writes_segments_of_the_topics_own_segment_bytes(
+    tmp_path: Path,
+) -> None:
+    # As the server's cleaner (and Kafka's): cleaned segments hold at most the topic's
+    # segment.bytes of their sources, so retention can still delete them one by one.
+    mib = 1 << 20
+    with running(data_dir=tmp_path) as server:
+        admin = AdminClient({"bootstrap.servers": server.bootstrap})
+        _create(admin, {"sized": {"cleanup.policy": "compact", "segment.bytes": str(mib)}})
+        producer = Producer({"bootstrap.servers": server.bootstrap, "linger.ms": 0})
+        for i in range(32):  # distinct keys: nothing is superseded
+            producer.produce("sized", key=b"k%d" % i, value=b"x" * 100_000, partition=0)
+            producer.flush(10)
+        assert producer.flush(10) == 0
+    compacted = subprocess.run(
+        [sys.executable, "-m", "minicoord.server.cli", "log", "compact", str(tmp_path)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert compacted.returncode == 0, compacted.stderr
+    sizes = [f.stat().st_size for f in sorted((tmp_path / "sized-0").glob("*.log"))]
+    assert len(sizes) >= 3 and max(sizes) <= mib, sizes
+    with running(data_dir=tmp_path) as server:
+        assert len(_values(server.bootstrap, "sized")) == 32
