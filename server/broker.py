@@ -119,9 +119,18 @@ class Broker:
 
     def attach(self, loop: asyncio.AbstractEventLoop) -> None:
         self._loop = loop
-        self.coordinator.start(self.now())
-        self._schedule_retention(self.now())
-        self._schedule_producer_expiration(self.now())
+        now = self.now()
+        self.coordinator.start(now)
+        config = self.config
+        self._every(
+            "log-retention", config.log_retention_check_interval_ms, self.data.apply_retention, now
+        )
+        self._every(
+            "producer-expiration",
+            config.producer_id_expiration_check_interval_ms,
+            self.data.expire_producers,
+            now,
+        )
         self._arm_timer()
 
     # -- cluster metadata -------------------------------------------------------------------
@@ -429,27 +438,16 @@ class Broker:
         self._timer_at = None
         self.apply(self.coordinator.advance(self.now()))
 
-    def _schedule_retention(self, now: int) -> None:
-        self.timers.schedule(
-            ("log-retention",), now + self.config.log_retention_check_interval_ms, self._retention
-        )
+    def _every(self, key: str, interval_ms: int, work: Callable[[int], object], now: int) -> None:
+        """Run `work(now)` every `interval_ms` from `now`, on the one timer queue (topic
+        retention, producer expiry)."""
 
-    def _retention(self, now: int) -> Effects:
-        self.data.apply_retention(now)
-        self._schedule_retention(now)
-        return Effects()
+        def fire(at: int) -> Effects:
+            work(at)
+            self._every(key, interval_ms, work, at)
+            return Effects()
 
-    def _schedule_producer_expiration(self, now: int) -> None:
-        self.timers.schedule(
-            ("producer-expiration",),
-            now + self.config.producer_id_expiration_check_interval_ms,
-            self._expire_producers,
-        )
-
-    def _expire_producers(self, now: int) -> Effects:
-        self.data.expire_producers(now)
-        self._schedule_producer_expiration(now)
-        return Effects()
+        self.timers.schedule((key,), now + interval_ms, fire)
 
     @property
     def busy(self) -> bool:

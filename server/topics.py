@@ -134,7 +134,6 @@ class TopicRegistry:
         # The coordinator's, whether or not the topic exists for clients yet: it is in the
         # name and id maps (what requests look up) only from `create_offsets_topic` on.
         self.offsets = offsets
-        self.offsets_topic_exists = False
 
     def _add(self, topic: Topic) -> Topic:
         self._by_name[topic.name] = topic
@@ -170,11 +169,14 @@ class TopicRegistry:
     def all(self) -> list[Topic]:
         return list(self._by_name.values())
 
+    @property
+    def offsets_topic_exists(self) -> bool:
+        return OFFSETS_TOPIC in self._by_name
+
     def create_offsets_topic(self) -> bool:
         """Make `__consumer_offsets` exist for requests; False if it already did."""
         if self.offsets_topic_exists:
             return False
-        self.offsets_topic_exists = True
         self._add(self.offsets)
         return True
 

@@ -502,8 +502,6 @@ class PartitionLog:
         As in Kafka, the active segment goes too once all of it is expired (the log rolls a
         new, empty one), so a quiet topic's old messages do not outlive retention.ms.
         """
-        if self.cleaning:
-            return []  # the next check, once the cleaning is in
         dropped = self._drop_below_start()
         excess = self.size_bytes - retention_bytes if retention_bytes >= 0 else 0
 
@@ -526,7 +524,8 @@ class PartitionLog:
 
         The active segment qualifies (unless `keep_active`) only when non-empty and wholly
         below the high watermark; it is rolled first, so the log always keeps an active
-        segment.
+        segment. Nothing goes while a cleaning is in flight (`cleaning`): the next retention
+        check drops it.
         """
         dropped: list[Segment] = []
         if self.cleaning:

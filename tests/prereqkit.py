@@ -77,7 +77,7 @@ def needs_of(path: Path, fixturenames: Iterable[str]) -> set[str]:
     """The tools one test needs, by what it uses."""
     names = set(fixturenames)
     needs = {"python"}
-    if path.parent.name == "bench" and path.name.startswith("test_spark_"):
+    if "spark" in names or (path.parent.name == "bench" and path.name.startswith("test_spark_")):
         needs.add("java")
     if "node_clients" in names:
         needs.add("node")

@@ -42,6 +42,9 @@ _PREFIX = struct.Struct(">qi")
 MIN_LENGTH_FIELD = 14
 
 
+TIMESTAMPS_REJECTED = "One or more records have been rejected due to invalid timestamp"
+
+
 class InvalidBatch(Exception):
     def __init__(
         self,
@@ -175,27 +178,28 @@ def _check_claimed_append_time(info: BatchInfo, limits: Limits, now: int) -> Non
     record at the batch's max timestamp. Refused on a LogAppendTime topic, or without a
     timestamp; on a CreateTime topic that timestamp is checked as any record's."""
     ts = info.max_timestamp
-    before, after = limits.before_max_ms, limits.after_max_ms
     if limits.log_append_time or ts == -1:
         why = "Producer should not set timestamp type to LogAppendTime."
-        errors = tuple(
-            (i, f"Invalid timestamp type in message {i}. {why}") for i in range(info.records)
-        )
-    elif now - ts > before or ts - now > after:
-        errors = tuple(
-            (
-                i,
-                f"Timestamp {ts} of message with offset {i} is out of range. "
-                f"The timestamp should be within [{now - before}, {now + after}]",
-            )
-            for i in range(info.records)
-        )
+        errors = [(i, f"Invalid timestamp type in message {i}. {why}") for i in range(info.records)]
     else:
-        return
-    raise InvalidBatch(
-        ErrorCode.INVALID_TIMESTAMP,
-        "One or more records have been rejected due to invalid timestamp",
-        errors,
+        errors = [
+            (i, problem)
+            for i in range(info.records)
+            if (problem := _out_of_range(ts, i, now, limits)) is not None
+        ]
+        if not errors:
+            return
+    raise InvalidBatch(ErrorCode.INVALID_TIMESTAMP, TIMESTAMPS_REJECTED, tuple(errors))
+
+
+def _out_of_range(timestamp: int, index: int, now: int, limits: Limits) -> str | None:
+    """Why a record's CreateTime is refused, in LogValidator's words; None if it is not."""
+    before, after = limits.before_max_ms, limits.after_max_ms
+    if timestamp == -1 or (now - timestamp <= before and timestamp - now <= after):
+        return None
+    return (
+        f"Timestamp {timestamp} of message with offset {index} is out of range. "
+        f"The timestamp should be within [{now - before}, {now + after}]"
     )
 
 
@@ -372,10 +376,7 @@ def _walk_records(
         errors.sort()
     if errors:
         if any(m.startswith("Timestamp") for _, m in errors):
-            code, message = (
-                ErrorCode.INVALID_TIMESTAMP,
-                "One or more records have been rejected due to invalid timestamp",
-            )
+            code, message = ErrorCode.INVALID_TIMESTAMP, TIMESTAMPS_REJECTED
         else:
             code = ErrorCode.INVALID_RECORD
             shown = ", ".join(f"RecordError(batchIndex={i}, message='{m}')" for i, m in errors[:3])
@@ -390,20 +391,13 @@ def _walk_records(
 def _timestamp_errors(
     buf: bytes | bytearray | memoryview, pos: int, info: BatchInfo, limits: Limits, now: int
 ) -> list[tuple[int, str]]:
-    before, after = limits.before_max_ms, limits.after_max_ms
     out = []
     for index in range(info.records):
         length, pos = read_zigzag(buf, pos)
         stop = pos + length
         ts_delta, _ = read_zigzag(buf, pos + 1)
-        timestamp = info.first_timestamp + ts_delta
-        if timestamp != -1 and (now - timestamp > before or timestamp - now > after):
-            out.append(
-                (
-                    index,
-                    f"Timestamp {timestamp} of message with offset {index} is out of range. "
-                    f"The timestamp should be within [{now - before}, {now + after}]",
-                )
-            )
+        problem = _out_of_range(info.first_timestamp + ts_delta, index, now, limits)
+        if problem is not None:
+            out.append((index, problem))
         pos = stop
     return out

@@ -9,9 +9,6 @@ reported, and that the figures exist. The server's consumer heartbeat interval i
 from __future__ import annotations
 
 import json
-import os
-import sys
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -20,26 +17,6 @@ from minicoord.bench.cli import main
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 FAST_HEARTBEAT = ["--server-config", "group.consumer.heartbeat.interval.ms=100"]
-
-
-@pytest.fixture(scope="module")
-def spark() -> Iterator[Any]:
-    from pyspark.sql import SparkSession
-
-    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
-    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    session = (
-        SparkSession.builder.master("local[2]")
-        .appName("minicoord-bench-protocol-tests")
-        .config("spark.driver.host", "127.0.0.1")
-        .config("spark.driver.bindAddress", "127.0.0.1")
-        .config("spark.ui.enabled", "false")
-        .config("spark.ui.showConsoleProgress", "false")
-        .config("spark.sql.shuffle.partitions", "4")
-        .getOrCreate()
-    )
-    yield session
-    session.stop()
 
 
 def request_counts(spark: Any, raw: Path) -> dict[tuple[str, str], int]:

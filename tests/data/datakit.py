@@ -7,7 +7,11 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from kafka.protocol.admin import CreateTopicsRequest, IncrementalAlterConfigsRequest
+from kafka.protocol.admin import (
+    AlterConfigsRequest,
+    CreateTopicsRequest,
+    IncrementalAlterConfigsRequest,
+)
 from kafka.protocol.consumer import FetchRequest
 from kafka.record.default_records import DefaultRecordBatchBuilder
 from minicoord.server.config import Config
@@ -144,6 +148,22 @@ def fetch_request(version: int, topics: Iterable[tuple[str, Iterable[Any]]]) -> 
         ],
         forgotten_topics_data=[],
         rack_id="",
+    )
+
+
+def legacy_alter(resource_type: int, name: str, configs: Mapping[str, str | None]) -> Any:
+    """AlterConfigs v2 (the legacy API, which replaces a resource's whole set) of one resource."""
+    res = AlterConfigsRequest.AlterConfigsResource
+    return AlterConfigsRequest(
+        version=2,
+        resources=[
+            res(
+                resource_type=resource_type,
+                resource_name=name,
+                configs=[res.AlterableConfig(name=k, value=v) for k, v in configs.items()],
+            )
+        ],
+        validate_only=False,
     )
 
 

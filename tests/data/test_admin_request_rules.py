@@ -8,9 +8,8 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from datakit import create_topics, incremental_alter, new_topic
+from datakit import create_topics, incremental_alter, legacy_alter, new_topic
 from kafka.protocol.admin import (
-    AlterConfigsRequest,
     CreatePartitionsRequest,
     DescribeConfigsRequest,
 )
@@ -95,20 +94,8 @@ async def test_malformed_config_changes_are_invalid_request_and_change_nothing()
             await client.request(FindCoordinatorRequest(key_type=0, coordinator_keys=["g"]), 4)
             (internal,) = await incremental(change)
             assert internal[1] == ErrorCode.INVALID_REQUEST and "--config" in internal[2]
-            legacy = AlterConfigsRequest.AlterConfigsResource
             answer = await client.request(
-                AlterConfigsRequest(
-                    version=2,
-                    resources=[
-                        legacy(
-                            resource_type=TOPIC_RESOURCE,
-                            resource_name="t",
-                            configs=[legacy.AlterableConfig(name="retention.ms", value=None)],
-                        )
-                    ],
-                    validate_only=False,
-                ),
-                2,
+                legacy_alter(TOPIC_RESOURCE, "t", {"retention.ms": None}), 2
             )
             assert [(r.error_code, r.error_message) for r in answer.responses] == [
                 (ErrorCode.INVALID_REQUEST, null)

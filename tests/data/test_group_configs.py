@@ -9,13 +9,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from datakit import incremental_alter
+from datakit import incremental_alter, legacy_alter
 from kafka import KafkaAdminClient
 from kafka.admin import ConfigResource, ConfigResourceType
-from kafka.protocol.admin import (
-    AlterConfigsRequest,
-    DescribeConfigsRequest,
-)
+from kafka.protocol.admin import DescribeConfigsRequest
 from minicoord.clients.connection import ProtocolClient
 from minicoord.protocol.consumer_group_apis import ConsumerGroupHeartbeatRequest
 from minicoord.protocol.errors import ErrorCode
@@ -122,21 +119,7 @@ async def test_a_groups_configs_are_described_altered_checked_and_kept(tmp_path:
             assert await joined_interval(client, "g") == 250
             assert await joined_interval(client, "other") == 500
             # The legacy AlterConfigs replaces the whole set, as for a topic.
-            legacy = AlterConfigsRequest.AlterConfigsResource
-            answer = await client.request(
-                AlterConfigsRequest(
-                    version=2,
-                    resources=[
-                        legacy(
-                            resource_type=GROUP,
-                            resource_name="h",
-                            configs=[legacy.AlterableConfig(name=SESSION, value="4000")],
-                        )
-                    ],
-                    validate_only=False,
-                ),
-                2,
-            )
+            answer = await client.request(legacy_alter(GROUP, "h", {SESSION: "4000"}), 2)
             assert answer.responses[0].error_code == 0
             assert (await alter(client, "g", (INTERVAL, DELETE, None)))[0] == 0
     # Persisted: a restart on the directory has them, and a stock admin client reads them.
