@@ -24,7 +24,8 @@ from minicoord.server.data.producers import ProducerStates
 from minicoord.server.topics import METADATA_TOPIC, OFFSETS_TOPIC, Topic
 from minicoord.storage import producer_snapshots
 from minicoord.storage.log import LogManager, StoreError
-from minicoord.storage.partition_log import CorruptLog, PartitionLog
+from minicoord.storage.log_loader import CorruptLog
+from minicoord.storage.partition_log import PartitionLog
 
 log = logging.getLogger("minicoord.loading")
 

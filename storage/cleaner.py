@@ -40,15 +40,10 @@ from minicoord.storage.batch import (
     record_keys,
     verify_batch,
 )
-from minicoord.storage.partition_log import (
-    CLEANED,
-    SWAP,
-    PartitionLog,
-    fsync_dir,
-    swap_name,
-)
+from minicoord.storage.log_loader import CLEANED, SWAP, swap_name
+from minicoord.storage.partition_log import PartitionLog
 from minicoord.storage.scan import read_batches, scan_batches
-from minicoord.storage.segment import FileSegment, MemorySegment, Segment
+from minicoord.storage.segment import FileSegment, MemorySegment, Segment, fsync_dir
 
 if TYPE_CHECKING:
     from kafka.record.default_records import DefaultRecordBatch

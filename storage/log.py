@@ -24,7 +24,8 @@ from enum import Enum
 from typing import TYPE_CHECKING
 
 from minicoord.storage.checkpoints import LOG_START_OFFSET_CHECKPOINT, read_offsets, write_offsets
-from minicoord.storage.partition_log import BatchCallback, PartitionLog, WriteMark
+from minicoord.storage.partition_log import PartitionLog, WriteMark
+from minicoord.storage.scan import BatchCallback
 
 if TYPE_CHECKING:
     # For annotations only: pathlib (with urllib.parse and ipaddress behind it) is a good

@@ -13,17 +13,8 @@ The same engine carries `__consumer_offsets` (the coordinator's records), user t
 - Appends go to the last (active) segment only; a segment is closed when the next batch would
   take it past `segment_bytes`. Closed segments change only by the cleaner's atomic swap or
   by being deleted whole (retention, DeleteRecords).
-- Opening a log verifies every batch. A damaged batch with no valid batch after it (a torn
-  write, a flipped bit in the last batch) is the tail: it is cut off, with a log line naming
-  the file and position, and so is an empty segment after it (rolled before a crash). A
-  damaged batch with valid data after it is corruption that cannot be repaired without
-  losing acknowledged records: opening fails with `CorruptLog`, nothing is skipped
-  silently.
-- A cleaner swap is crash-safe: `B-E.log.cleaned` is an unfinished cleaning (deleted at
-  open); `B-E.log.swap` is a finished one, replacing the segments with base offsets in
-  [B, E), whose swap-in was interrupted (completed at open). A cleaning writes one swap per
-  group of segments, oldest first, so a crash between them leaves older groups cleaned and
-  newer ones as they were, as Kafka's cleaner commits group by group.
+- Opening a log (`log_loader`) verifies every batch and finishes or drops interrupted
+  cleanings.
 """
 
 from __future__ import annotations
@@ -51,13 +42,14 @@ from minicoord.storage.batch import (
     set_base_offset,
     set_leader_epoch,
 )
-from minicoord.storage.scan import BatchCallback, read_batches, scan_batches
+from minicoord.storage.log_loader import Truncation, load_segments
+from minicoord.storage.scan import BatchCallback, read_batches
 from minicoord.storage.segment import (
     INDEX_INTERVAL_BYTES,
-    SUFFIX,
     FileSegment,
     MemorySegment,
     Segment,
+    fsync_dir,
     segment_name,
 )
 
@@ -67,35 +59,8 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("minicoord.storage")
 
-CLEANED = ".log.cleaned"
-SWAP = ".log.swap"
 # This node leads every partition in its only epoch; batches carry it, as Kafka's do.
 LEADER_EPOCH = 0
-
-
-class CorruptLog(Exception):
-    def __init__(self, path: Path, position: int, reason: str) -> None:
-        super().__init__(f"{path} at byte {position}: {reason}, with valid data after it")
-        self.path = path
-        self.position = position
-        self.reason = reason
-
-
-def swap_name(base: int, end: int, suffix: str) -> str:
-    return f"{base:020d}-{end:020d}{suffix}"
-
-
-def swap_range(name: str) -> tuple[int, int]:
-    base, end = name.split(".", 1)[0].split("-")
-    return int(base), int(end)
-
-
-@dataclass(frozen=True, slots=True)
-class Truncation:
-    path: Path
-    position: int
-    removed_bytes: int
-    reason: str
 
 
 @dataclass(frozen=True, slots=True)
@@ -157,41 +122,14 @@ class PartitionLog:
         Truncates a damaged tail; raises CorruptLog for damage before valid data. `on_batch`
         sees every sound batch in order (producer state is rebuilt from it).
         """
-        directory = self.directory
-        if directory is None:
+        if self.directory is None:
             self._install([MemorySegment(self.log_start_offset)])
             self.next_offset = self.log_start_offset
         else:
-            directory.mkdir(parents=True, exist_ok=True)
-            self._finish_interrupted_swaps()
-            paths = sorted(directory.glob("*" + SUFFIX))
-            sizes = [p.stat().st_size for p in paths]
-            segments: list[Segment] = [
-                FileSegment(p, int(p.name[: -len(SUFFIX)]), size)
-                for p, size in zip(paths, sizes, strict=True)
-            ]
-            if not segments:
-                segments = [FileSegment.create(directory, self.log_start_offset)]
-                fsync_dir(directory)
-            # The log's tail is its last segment holding anything: a segment rolled just
-            # before a crash may follow a torn one, empty.
-            tail = len(segments) - 1
-            while tail > 0 and sizes[tail] == 0:
-                tail -= 1
-            for index, segment in enumerate(segments):
-                assert isinstance(segment, FileSegment)
-                cut = self._recover(segment, index >= tail, on_batch)
-                self.next_offset = max(self.next_offset, segment.next_offset)
-                if cut and index < len(segments) - 1:
-                    # The empty segments after a cut tail begin past the offsets it lost:
-                    # drop them, so that appends continue where the valid data ends.
-                    assert not any(sizes[index + 1 :])
-                    for empty in segments[index + 1 :]:
-                        empty.delete()
-                    fsync_dir(directory)
-                    segments = segments[: index + 1]
-                    break
-            self._install(segments)
+            loaded = load_segments(self.directory, self.log_start_offset, on_batch)
+            self._install(loaded.segments)
+            self.next_offset = loaded.next_offset
+            self.truncations.extend(loaded.truncations)
         if self.log_start_offset < self.segments[0].base_offset:
             self.log_start_offset = self.segments[0].base_offset
         self.next_offset = max(self.next_offset, self.log_start_offset)
@@ -202,42 +140,6 @@ class PartitionLog:
     def _install(self, segments: list[Segment]) -> None:
         self.segments = segments
         self._bases = [s.base_offset for s in segments]
-
-    def _recover(self, segment: FileSegment, last: bool, on_batch: BatchCallback | None) -> bool:
-        """Check every batch of `segment`; True if its damaged tail was cut off."""
-        size = segment.path.stat().st_size
-        scan = scan_batches(segment.read, size, segment.base_offset, segment, on_batch)
-        if scan.damage_at is not None:
-            assert scan.reason is not None
-            if not last or scan.valid_after:
-                raise CorruptLog(segment.path, scan.damage_at, scan.reason)
-            log.warning(
-                "truncating %s at byte %d (%d bytes dropped): %s",
-                segment.path,
-                scan.damage_at,
-                size - scan.damage_at,
-                scan.reason,
-            )
-            segment.truncate(scan.damage_at)
-            self.truncations.append(
-                Truncation(segment.path, scan.damage_at, size - scan.damage_at, scan.reason)
-            )
-        segment.next_offset = max(segment.next_offset, scan.next_offset)
-        return scan.damage_at is not None
-
-    def _finish_interrupted_swaps(self) -> None:
-        directory = self.directory
-        assert directory is not None
-        for cleaned in directory.glob("*" + CLEANED):
-            cleaned.unlink()
-        for swap in directory.glob("*" + SWAP):
-            base, end = swap_range(swap.name)
-            for path in directory.glob("*" + SUFFIX):
-                other = int(path.name[: -len(SUFFIX)])
-                if base < other < end:
-                    path.unlink()
-            os.replace(swap, directory / segment_name(base))
-        fsync_dir(directory)
 
     # -- appending --------------------------------------------------------------------------
 
@@ -646,11 +548,3 @@ class PartitionLog:
 # base offset, batch length, (leader epoch, magic, CRC, attributes skipped), last offset delta
 _LOCATE = struct.Struct(">qi11xi")
 _PREFIX = struct.Struct(">qi")
-
-
-def fsync_dir(directory: Path) -> None:
-    fd = os.open(directory, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)

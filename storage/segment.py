@@ -353,3 +353,11 @@ class FileSegment(Segment):
     def rename(self, path: Path) -> None:
         """Follow a rename of the file (the cleaner's swap), keeping the open descriptor valid."""
         self.path = path
+
+
+def fsync_dir(directory: Path) -> None:
+    fd = os.open(directory, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)

@@ -20,12 +20,9 @@ from minicoord.storage import producer_snapshots
 from minicoord.storage.batch import check_batch, iter_batches
 from minicoord.storage.cleaner import CleanResult, clean
 from minicoord.storage.log import LogManager, StoreError, log_dir, logs_in
-from minicoord.storage.partition_log import (
-    CLEANED,
-    SUFFIX,
-    SWAP,
-)
+from minicoord.storage.log_loader import CLEANED, SWAP
 from minicoord.storage.scan import scan_segment
+from minicoord.storage.segment import SUFFIX
 
 OFFSETS_TOPIC = "__consumer_offsets"
 METADATA_TOPIC = "__cluster_metadata"

@@ -26,8 +26,8 @@ from minicoord.server.coordinator.partitioning import partition_for
 from minicoord.server.process import ServerProcess, start_server_process
 from minicoord.storage.batch import batch_extent
 from minicoord.storage.log import OFFSETS_TOPIC, log_dir
-from minicoord.storage.partition_log import SUFFIX
 from minicoord.storage.scan import records_of
+from minicoord.storage.segment import SUFFIX
 
 OFFSETS_PARTITIONS = 50
 REQUEST_TIMEOUT_S = 10.0

@@ -25,13 +25,8 @@ from minicoord.storage.batch import (
     encode_batch,
 )
 from minicoord.storage.cleaner import clean
-from minicoord.storage.partition_log import (
-    CLEANED,
-    SWAP,
-    CorruptLog,
-    PartitionLog,
-    swap_name,
-)
+from minicoord.storage.log_loader import CLEANED, SWAP, CorruptLog, swap_name
+from minicoord.storage.partition_log import PartitionLog
 from minicoord.storage.scan import scan_segment
 
 
