@@ -45,6 +45,7 @@ APIS: dict[int, tuple[str, int, int]] = {
     33: ("alter_configs", 0, 2),
     35: ("describe_log_dirs", 1, 4),
     44: ("incremental_alter_configs", 0, 1),
+    74: ("list_config_resources", 0, 1),
     68: ("consumer_group_heartbeat", 0, 1),
     69: ("consumer_group_describe", 0, 1),
     30: ("create_acls", 1, 3),

@@ -28,6 +28,7 @@ from kafka.protocol.admin import (
     DescribeGroupsRequest,
     DescribeLogDirsRequest,
     IncrementalAlterConfigsRequest,
+    ListConfigResourcesRequest,
     ListGroupsRequest,
 )
 from kafka.protocol.consumer import (
@@ -373,6 +374,20 @@ def _sample(key: int, version: int, topic_id: uuid.UUID) -> tuple[Any, Any]:
         )
         req = ireq(version=version, resources=[res], validate_only=True)
         return req, lambda r: [x.error_code for x in r.responses] == [0]
+    if key == 74:
+        if version == 0:
+            # KIP-714's ListClientMetricsResources: client metrics only, and there are none.
+            req = ListConfigResourcesRequest(version=0)
+            return req, lambda r: r.error_code == 0 and r.config_resources == []
+        req = ListConfigResourcesRequest(version=version, resource_types=[])
+        return (
+            req,
+            lambda r: (
+                r.error_code == 0
+                and [(c.resource_name, c.resource_type) for c in r.config_resources]
+                == [("0", 8), ("0", 4), (TOPIC, 2)]
+            ),
+        )
     if key == 68:
         req = ConsumerGroupHeartbeatRequest(
             version=version,

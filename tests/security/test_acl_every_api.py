@@ -52,6 +52,7 @@ EXPECTED: dict[int, ErrorCode | None] = {
     33: TOPIC_DENIED,
     35: CLUSTER_DENIED,
     44: TOPIC_DENIED,
+    74: CLUSTER_DENIED,  # ListConfigResources: DescribeConfigs on the cluster
     68: GROUP_DENIED,
     69: GROUP_DENIED,
     30: CLUSTER_DENIED,
