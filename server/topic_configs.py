@@ -37,6 +37,7 @@ class ConfigSource(IntEnum):
     TOPIC_CONFIG = 1
     STATIC_BROKER_CONFIG = 4
     DEFAULT_CONFIG = 5
+    DYNAMIC_BROKER_LOGGER_CONFIG = 6
     GROUP_CONFIG = 8
 
 

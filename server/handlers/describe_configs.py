@@ -4,7 +4,9 @@ Topics: every Kafka topic config with its value and where the value came from (t
 override, a broker config given with --config, or Kafka's default), with synonyms when asked
 (v1+), types and documentation when asked (v3+). The broker (named by its id): every broker
 config minicoord has, read-only (they are set at start). A group (any id, as in Kafka): its
-consumer session timeout and heartbeat interval, its own or the broker's. v4 is flexible.
+consumer session timeout and heartbeat interval, its own or the broker's. The broker's loggers
+(server/broker_loggers.py) with their levels. A client-metrics subscription: no configs (none
+are kept). v4 is flexible.
 """
 
 from __future__ import annotations
@@ -15,6 +17,8 @@ from typing import Any
 from kafka.protocol.admin import DescribeConfigsResponse
 from minicoord.protocol.apis import SPECS
 from minicoord.protocol.errors import ErrorCode
+from minicoord.server import broker_loggers
+from minicoord.server.broker_loggers import BROKER_LOGGER
 from minicoord.server.config import Config
 from minicoord.server.group_configs import GROUP_RESOURCE
 from minicoord.server.handlers.base import Handler, RequestContext
@@ -27,6 +31,7 @@ API_KEY = 32
 _JAVA_INT = re.compile(r"[+-]?[0-9]{1,10}")
 RESOURCE_TOPIC = 2
 RESOURCE_BROKER = 4
+CLIENT_METRICS = 16
 ResultCls = DescribeConfigsResponse.DescribeConfigsResult
 Entry = ResultCls.DescribeConfigsResourceResult
 Synonym = Entry.DescribeConfigsSynonym
@@ -90,6 +95,38 @@ def handle(ctx: RequestContext, request: Any) -> Any:
                 )
             else:
                 configs = _broker_entries(ctx.broker.config, keys, synonyms, documentation)
+        elif r.resource_type == BROKER_LOGGER:
+            node = ctx.broker.config.broker_id
+            # ConfigHelper's checks and words for this type.
+            if not r.resource_name:
+                error, message = ErrorCode.INVALID_REQUEST, "Broker id must not be empty"
+            elif not _JAVA_INT.fullmatch(r.resource_name):
+                error = ErrorCode.INVALID_REQUEST
+                message = f"Broker id must be an integer, but it is: {r.resource_name}"
+            elif int(r.resource_name) != node:
+                error = ErrorCode.INVALID_REQUEST
+                message = f"Unexpected broker id, expected {node} but received {r.resource_name}"
+            else:
+                configs = [
+                    Entry(
+                        name=name,
+                        value=level,
+                        read_only=False,
+                        config_source=ConfigSource.DYNAMIC_BROKER_LOGGER_CONFIG,
+                        is_default=False,
+                        is_sensitive=False,
+                        synonyms=[],
+                        config_type=0,  # Kafka sets none for a logger (UNKNOWN)
+                        documentation=None,
+                    )
+                    for name, level in broker_loggers.loggers().items()
+                    if not keys or name in keys
+                ]
+        elif r.resource_type == CLIENT_METRICS:
+            # A subscription with no configs describes as none (minicoord keeps none).
+            if not r.resource_name:
+                error = ErrorCode.INVALID_REQUEST
+                message = "Client metrics subscription name must not be empty"
         else:
             error = ErrorCode.INVALID_REQUEST
             message = f"resource type {r.resource_type} is not supported"

@@ -5,11 +5,13 @@ configs such as cleanup.policy); the result is validated as at CreateTopics (INV
 and persisted as ConfigRecords before the answer. Group configs (resource type 32: a consumer
 group's session timeout and heartbeat interval, server/group_configs.py) likewise. Broker
 configs are static here (set with --config at start): altering them is INVALID_REQUEST.
+The broker's loggers (type 8) take a level, or lose theirs (server/broker_loggers.py).
 `validate_only` changes nothing. v1 is flexible.
 """
 
 from __future__ import annotations
 
+import re
 from collections import Counter
 from collections.abc import Callable
 from typing import Any
@@ -17,6 +19,8 @@ from typing import Any
 from kafka.protocol.admin import IncrementalAlterConfigsResponse
 from minicoord.protocol.apis import SPECS
 from minicoord.protocol.errors import ErrorCode
+from minicoord.server import broker_loggers
+from minicoord.server.broker_loggers import BROKER_LOGGER
 from minicoord.server.coordinator.results import Result
 from minicoord.server.group_configs import DEFS as GROUP_CONFIGS
 from minicoord.server.group_configs import GROUP_RESOURCE
@@ -32,6 +36,10 @@ from minicoord.server.topic_configs import (
 
 API_KEY = 44
 RESOURCE_TOPIC = 2
+RESOURCE_BROKER = 4
+RESOURCE_CLIENT_METRICS = 16
+# What Java's Integer.parseInt takes (a node id).
+_JAVA_INT = re.compile(r"[+-]?[0-9]{1,10}")
 SET, DELETE, APPEND, SUBTRACT = 0, 1, 2, 3
 # A resource's new overrides from its current ones, the definitions of its kind's configs
 # and the kind's name in messages ("topic", "group"); InvalidConfig to refuse.
@@ -44,7 +52,35 @@ def handle(ctx: RequestContext, request: Any) -> Any:
         request,
         IncrementalAlterConfigsResponse,
         lambda r: lambda current, defs, kind: _altered(current, r.configs, defs, kind),
+        _alter_loggers,
     )
+
+
+def _alter_loggers(
+    ctx: RequestContext, resource: Any, validate_only: bool
+) -> tuple[ErrorCode, str | None] | None:
+    """A BROKER_LOGGER resource, as RuntimeLoggerManager.applyChangesForResource: the
+    cluster's AlterConfigs, this node's id, every change valid; None for other types."""
+    if resource.resource_type != BROKER_LOGGER:
+        return None
+    refusal = authorize.config_refusal(
+        ctx, BROKER_LOGGER, resource.resource_name, authorize.ALTER_CONFIGS
+    )
+    if refusal is not None:
+        return refusal
+    node = ctx.broker.config.broker_id
+    name = resource.resource_name
+    if not _JAVA_INT.fullmatch(name):
+        return ErrorCode.INVALID_REQUEST, f"Node id must be an integer, but it is: {name}"
+    if int(name) != node:
+        message = f"Unexpected node id. Expected {node}, but received {name}"
+        return ErrorCode.INVALID_REQUEST, message
+    refusal = broker_loggers.check(resource.configs)
+    if refusal is not None:
+        return refusal
+    if not validate_only:
+        broker_loggers.apply(resource.configs)
+    return ErrorCode.NONE, None
 
 
 def alter_resources(
@@ -52,14 +88,19 @@ def alter_resources(
     request: Any,
     response_cls: Any,
     overrides_for: Callable[[Any], Overrides],
+    alter_other: Callable[[RequestContext, Any, bool], tuple[ErrorCode, str | None] | None]
+    | None = None,
 ) -> Any:
     """Alter each resource of an AlterConfigs or IncrementalAlterConfigs request, the new
     overrides of each made by `overrides_for(resource)` (see alter_resource), and answer
-    once the ConfigRecords are written."""
+    once the ConfigRecords are written. `alter_other` alters a resource that has no
+    overrides (a logger) and answers for it, or returns None."""
     responses = []
     named = Counter((r.resource_type, r.resource_name) for r in request.resources)
     for r in request.resources:
         refusal = _malformed(r, named)
+        if refusal is None and alter_other is not None:
+            refusal = alter_other(ctx, r, request.validate_only)
         error, message = refusal or alter_resource(
             ctx, r.resource_type, r.resource_name, overrides_for(r), request.validate_only
         )
@@ -122,11 +163,19 @@ def alter_resource(
         if not validate_only:
             broker.alter_group_configs(name, overrides)
         return ErrorCode.NONE, None
-    if resource_type != RESOURCE_TOPIC:
+    if resource_type == RESOURCE_BROKER:
         return (
             ErrorCode.INVALID_REQUEST,
             "minicoord's broker configs are static: set them with --config at start",
         )
+    if resource_type == RESOURCE_CLIENT_METRICS:
+        return (
+            ErrorCode.INVALID_REQUEST,
+            "minicoord keeps no client-metrics subscriptions (KIP-714)",
+        )
+    if resource_type != RESOURCE_TOPIC:
+        # Legacy AlterConfigs does not take BROKER_LOGGER either (ConfigAdminManager).
+        return ErrorCode.INVALID_REQUEST, f"Unknown resource type {resource_type}"
     topic = broker.topics.get(name)
     if topic is None:
         return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"Topic {name} does not exist"

@@ -122,19 +122,24 @@ def operation_set(ctx: RequestContext, rtype: ResourceType, name: str) -> set[in
 # Config resource type codes (DescribeConfigs, IncrementalAlterConfigs).
 CONFIG_TOPIC = 2
 CONFIG_BROKER = 4
+CONFIG_BROKER_LOGGER = 8
+CONFIG_CLIENT_METRICS = 16
 CONFIG_GROUP = 32
+# Checked on the cluster, as Kafka's ConfigHelper and ControllerApis check them.
+_CLUSTER_CONFIGS = (CONFIG_BROKER, CONFIG_BROKER_LOGGER, CONFIG_CLIENT_METRICS)
 
 
 def config_refusal(
     ctx: RequestContext, resource_type: int, name: str, op: Operation
 ) -> tuple[ErrorCode, str] | None:
     """With ACLs (as Kafka): `op` (DescribeConfigs, AlterConfigs) on the topic or group, or
-    on the cluster for a broker resource; the error and message to answer, or None."""
+    on the cluster for a broker, broker-logger or client-metrics resource; the error and
+    message to answer, or None."""
     if ctx.broker.authorizer is None:
         return None
     if resource_type == CONFIG_TOPIC and not allowed(ctx, op, TOPIC, name):
         return ErrorCode.TOPIC_AUTHORIZATION_FAILED, "Topic authorization failed."
-    if resource_type == CONFIG_BROKER and not cluster_allowed(ctx, op):
+    if resource_type in _CLUSTER_CONFIGS and not cluster_allowed(ctx, op):
         return ErrorCode.CLUSTER_AUTHORIZATION_FAILED, "Cluster authorization failed."
     if resource_type == CONFIG_GROUP and not allowed(ctx, op, GROUP, name):
         return ErrorCode.GROUP_AUTHORIZATION_FAILED, "Group authorization failed."
