@@ -222,6 +222,17 @@ class PartitionLog:
         self._hw_segment, self._hw_position = mark.segment, mark.position
         return gained
 
+    def segment_base(self, offset: int) -> int:
+        """The base offset of the segment holding `offset` (at or above the log start), the
+        active one for the log end offset."""
+        return self._bases[bisect_right(self._bases, offset) - 1]
+
+    @property
+    def high_watermark_segment_base(self) -> int:
+        """The base offset of the segment the high watermark lies in."""
+        assert self._hw_segment is not None
+        return self._hw_segment.base_offset
+
     def _bytes_between(self, segment: Segment | None, position: int, mark: WriteMark) -> int:
         if segment is mark.segment:
             return mark.position - position

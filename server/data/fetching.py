@@ -6,10 +6,13 @@ The first partition that has data always gets its first batch whole, even past b
 so a consumer can always make progress (KIP-74); a later partition whose first batch does
 not fit gets nothing this time.
 
-A fetch that finds less than `min_bytes` waits (a parked reply) until commits to the
-partitions it reads bring at least that many bytes, or `max_wait_ms` passes on the shared
-timers; either way the partitions are read again and answered. Nothing polls: the broker
-tells `on_data` how many bytes each commit made visible.
+A fetch that finds less than `min_bytes` waits (a parked reply) until its partitions hold at
+least that many readable bytes from its fetch offsets (what it already found counts, each
+partition at most its limit), or `max_wait_ms` passes on the shared timers; either way the
+partitions are read again and answered. As Kafka's DelayedFetch, a fetch whose offset lies in
+an older segment than the high watermark's (a consumer catching up) does not wait: the next
+segment's data is there to read. Nothing polls: the broker tells `on_data` how many bytes
+each commit made visible.
 """
 
 from __future__ import annotations
@@ -90,12 +93,32 @@ def read_partitions(
     return out, total, errored
 
 
+class WaitedLog:
+    """What a waiting fetch reads of one log: from `offset`, which lay in the segment based
+    at `segment` when it parked; `counted` readable bytes so far, at most `limit` (the
+    partition's max_bytes)."""
+
+    __slots__ = ("counted", "limit", "offset", "segment")
+
+    def __init__(self, plog: PartitionLog, offset: int, limit: int, counted: int) -> None:
+        self.offset = offset
+        self.segment = plog.segment_base(offset)
+        self.limit = limit
+        self.counted = min(counted, limit)
+
+    def on_older_segment(self, plog: PartitionLog) -> bool:
+        """Kafka's DelayedFetch case F: the high watermark has moved past the segment the
+        fetch offset lies in (the fetch is behind, or the log rolled under it)."""
+        return self.offset < plog.high_watermark and self.segment != (
+            plog.high_watermark_segment_base
+        )
+
+
 @dataclass(eq=False, slots=True)
 class FetchWait:
     ticket: Ticket
     min_bytes: int
-    # The partitions' logs, each with the most bytes it may count (its partition limit).
-    logs: dict[PartitionLog, int] = field(default_factory=dict)
+    logs: dict[PartitionLog, WaitedLog] = field(default_factory=dict)
     accumulated: int = 0
 
 
@@ -111,11 +134,11 @@ class FetchWaits:
         return len({w for waits in self._by_log.values() for w in waits})
 
     def park(
-        self, ticket: Ticket, logs: dict[PartitionLog, int], min_bytes: int, deadline: int
+        self, ticket: Ticket, logs: dict[PartitionLog, WaitedLog], min_bytes: int, deadline: int
     ) -> FetchWait:
-        """Hold a fetch until its logs gain `min_bytes` or `deadline` passes; then the ticket
-        is resolved (with None) and the fetch is read again."""
-        wait = FetchWait(ticket, min_bytes, logs)
+        """Hold a fetch until its logs hold `min_bytes` for it or `deadline` passes; then the
+        ticket is resolved (with None) and the fetch is read again."""
+        wait = FetchWait(ticket, min_bytes, logs, sum(w.counted for w in logs.values()))
         for plog in logs:
             self._by_log.setdefault(plog, set()).add(wait)
         self.timers.schedule(wait, deadline, self._on_timeout, (wait,))
@@ -128,8 +151,11 @@ class FetchWaits:
             return []
         ready = []
         for wait in list(waits):
-            wait.accumulated += min(gained, wait.logs[plog])
-            if wait.accumulated >= wait.min_bytes:
+            waited = wait.logs[plog]
+            counted = min(waited.counted + gained, waited.limit)
+            wait.accumulated += counted - waited.counted
+            waited.counted = counted
+            if wait.accumulated >= wait.min_bytes or waited.on_older_segment(plog):
                 self._forget(wait)
                 ready.append((wait.ticket, None))
         return ready

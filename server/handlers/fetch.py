@@ -2,7 +2,8 @@
 
 Reads whole batches from each partition's log (see data/fetching.py for the limits and
 KIP-74's first-batch rule), bounded by the high watermark; with less than `min_bytes` to give
-and no error, the reply is parked until appends bring enough or `max_wait_ms` passes. v5 adds
+and no error, the reply is parked until the partitions hold enough for it or `max_wait_ms`
+passes (not when a fetch offset is in an older segment than the high watermark's). v5 adds
 the log start offset; v7 fetch sessions, which are declined (session id 0: clients keep
 sending full fetches, as Kafka allows), and an incremental request is answered
 FETCH_SESSION_ID_NOT_FOUND; v9 leader epochs (FENCED_LEADER_EPOCH / UNKNOWN_LEADER_EPOCH);
@@ -18,7 +19,12 @@ from minicoord.protocol import fast_fetch
 from minicoord.protocol.apis import SPECS
 from minicoord.protocol.errors import ErrorCode
 from minicoord.protocol.fast_fetch import FetchedPartition
-from minicoord.server.data.fetching import FetchPartition, PartitionData, read_partitions
+from minicoord.server.data.fetching import (
+    FetchPartition,
+    PartitionData,
+    WaitedLog,
+    read_partitions,
+)
 from minicoord.server.handlers.base import EncodedResponse, Handler, RequestContext
 from minicoord.server.security import authorize
 from minicoord.server.topic_configs import CODECS
@@ -109,10 +115,13 @@ def handle(ctx: RequestContext, request: Any) -> Any:
     if errored or wait_ms == 0 or total >= request.min_bytes or not wanted or refused_parts:
         return respond(data)
     logs = {}
-    for p in wanted:
+    for p, d in zip(wanted, data, strict=True):
         state = broker.data.partition(p.topic, p.index) if p.topic is not None else None
         if state is not None:
-            logs[state.log] = max(p.max_bytes, 1)
+            waited = WaitedLog(state.log, p.fetch_offset, max(p.max_bytes, 1), len(d.records))
+            if waited.on_older_segment(state.log):
+                return respond(data)  # catching up: nothing to wait for
+            logs[state.log] = waited
     parked = ctx.park(build)
     broker.data.fetch_waits.park(parked, logs, request.min_bytes, broker.now() + wait_ms)
     broker.rearm()

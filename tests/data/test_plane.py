@@ -6,7 +6,7 @@ from __future__ import annotations
 from datakit import NOW, Plane, batch, records
 from kafka.record.default_records import DefaultRecordBatch
 from minicoord.protocol.errors import ErrorCode
-from minicoord.server.data.fetching import FetchPartition, read_partitions
+from minicoord.server.data.fetching import FetchPartition, WaitedLog, read_partitions
 from minicoord.storage.batch import iter_batches
 from minicoord.storage.cleaner import clean
 
@@ -111,7 +111,10 @@ def test_a_waiting_fetch_wakes_when_enough_bytes_commit() -> None:
     small = batch(records(1))
     ticket = object()
     plane.data.fetch_waits.park(
-        ticket, {log0: 1 << 20, log1: 1 << 20}, len(small) * 2, plane.now + 500
+        ticket,
+        {log0: WaitedLog(log0, 0, 1 << 20, 0), log1: WaitedLog(log1, 0, 1 << 20, 0)},
+        len(small) * 2,
+        plane.now + 500,
     )
     assert plane.produce(topic, small).error is ErrorCode.NONE
     assert plane.advance(0) == []  # one batch: not min_bytes yet
@@ -126,7 +129,7 @@ def test_a_waiting_fetch_is_answered_at_its_deadline() -> None:
     topic = plane.topic("t")
     log = plane.data.partitions[("t", 0)].log
     ticket = object()
-    plane.data.fetch_waits.park(ticket, {log: 1 << 20}, 1, plane.now + 500)
+    plane.data.fetch_waits.park(ticket, {log: WaitedLog(log, 0, 1 << 20, 0)}, 1, plane.now + 500)
     assert plane.advance(499) == []
     assert plane.advance(1) == [(ticket, None)]
     # Data after the deadline wakes nothing: the fetch is gone.
@@ -139,7 +142,7 @@ def test_deleting_a_topic_answers_the_fetches_waiting_on_it() -> None:
     topic = plane.topic("t")
     log = plane.data.partitions[("t", 0)].log
     ticket = object()
-    plane.data.fetch_waits.park(ticket, {log: 1 << 20}, 1, plane.now + 10_000)
+    plane.data.fetch_waits.park(ticket, {log: WaitedLog(log, 0, 1 << 20, 0)}, 1, plane.now + 10_000)
     assert plane.data.drop_topic(topic).replies == [(ticket, None)]
 
 
