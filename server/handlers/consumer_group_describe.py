@@ -48,10 +48,10 @@ def _refused(group_id: str, error: ErrorCode, message: str | None) -> Any:
 
 
 def _hidden_topics(ctx: RequestContext, d: Any) -> set[str]:
-    """The topics the group's members subscribe to or own that one may not describe."""
+    """The topics in the group's members' assignments (current or target) that one may not
+    describe; as Kafka's handleConsumerGroupDescribe, not the topics merely subscribed to."""
     names: set[str] = set()
     for m in d.members:
-        names.update(m.topics)
         names.update(name for _, name, _ in m.assignment)
         names.update(name for _, name, _ in m.target)
     return authorize.denied_topics(ctx, authorize.DESCRIBE, names)

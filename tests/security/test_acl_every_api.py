@@ -184,3 +184,39 @@ async def test_consumer_group_topics_need_describe() -> None:
             assert [g.error_code for g in response.groups] == [TOPIC_DENIED], response
         finally:
             await client.close()
+
+
+async def test_consumer_group_describe_checks_assigned_topics_not_subscribed_ones() -> None:
+    # A member subscribes to the wire topic and to "future", which does not exist, so only
+    # the wire topic is assigned. One who may describe the group and the wire topic, not
+    # "future", sees the group: Kafka's handleConsumerGroupDescribe checks the current and
+    # target assignments' topics only.
+    acls = [
+        "allow User:ANONYMOUS Read group:*",
+        f"allow User:ANONYMOUS Describe topic:{WIRE.TOPIC}",
+        # The heartbeat needs Describe on every subscribed name; dropped once joined.
+        "allow User:ANONYMOUS Describe topic:future",
+    ]
+    async with await _serve(acls=acls) as server:
+        topic_id = server.broker.topics.get(WIRE.TOPIC).topic_id
+        ids = {acl: acl_id for acl_id, acl in server.broker.acls.items()}
+        client = await ProtocolClient.connect("127.0.0.1", server.port, "acl-test")
+        try:
+            joined, _ = WIRE._sample(68, 1, topic_id)
+            joined.subscribed_topic_names = [WIRE.TOPIC, "future"]
+            response = await asyncio.wait_for(client.request(joined, 1), 5)
+            assert response.error_code == 0, response
+            server.broker.acls.remove(ids[parse_acl(acls[2])])
+            described, _ = WIRE._sample(69, 1, topic_id)
+            described.group_ids = [joined.group_id]
+            response = await asyncio.wait_for(client.request(described, 1), 5)
+            (group,) = response.groups
+            assert group.error_code == 0, group
+            (member,) = group.members
+            assert sorted(member.subscribed_topic_names) == ["future", WIRE.TOPIC]
+            # The assigned topic still needs Describe.
+            server.broker.acls.remove(ids[parse_acl(acls[1])])
+            response = await asyncio.wait_for(client.request(described, 1), 5)
+            assert [g.error_code for g in response.groups] == [TOPIC_DENIED], response
+        finally:
+            await client.close()
