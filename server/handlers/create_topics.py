@@ -86,11 +86,16 @@ def handle(ctx: RequestContext, request: Any) -> Any:
         ok = error is ErrorCode.NONE
         described = []
         config_error = ErrorCode.NONE
-        if checked and not authorize.allowed(
-            ctx, authorize.DESCRIBE_CONFIGS, authorize.TOPIC, topic.name
+        if (
+            ok
+            and checked
+            and not authorize.allowed(ctx, authorize.DESCRIBE_CONFIGS, authorize.TOPIC, topic.name)
         ):
             config_error = ErrorCode.TOPIC_AUTHORIZATION_FAILED
-        if ok and config_error is ErrorCode.NONE:
+        # As Kafka's ReplicationControlManager.createTopic: a created topic's partition count,
+        # replication factor and configs only for one who may describe its configs.
+        shown = ok and config_error is ErrorCode.NONE
+        if shown:
             config = (
                 registry.config_of(created)
                 if created is not None
@@ -112,9 +117,9 @@ def handle(ctx: RequestContext, request: Any) -> Any:
                 topic_id=topic_id,
                 error_code=error,
                 error_message=message,
-                num_partitions=partitions if ok else -1,
-                replication_factor=1 if ok else -1,
-                configs=described if ok and config_error is ErrorCode.NONE else None,
+                num_partitions=partitions if shown else -1,
+                replication_factor=1 if shown else -1,
+                configs=described if shown else None,
                 topic_config_error_code=config_error,
             )
         )

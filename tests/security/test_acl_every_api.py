@@ -220,3 +220,40 @@ async def test_consumer_group_describe_checks_assigned_topics_not_subscribed_one
             assert [g.error_code for g in response.groups] == [TOPIC_DENIED], response
         finally:
             await client.close()
+
+
+async def test_create_topics_shows_a_topic_only_to_who_may_describe_its_configs() -> None:
+    # Kafka's ReplicationControlManager.createTopic: without DescribeConfigs on the created
+    # topic, no partition count, replication factor or configs (-1, -1, null) and
+    # TOPIC_AUTHORIZATION_FAILED for its configs; a topic not created has no config error.
+    from kafka.protocol.admin import CreateTopicsRequest
+
+    def new_topic(name: str) -> Any:
+        return CreateTopicsRequest.CreatableTopic(
+            name=name, num_partitions=3, replication_factor=-1, assignments=[], configs=[]
+        )
+
+    acls = [
+        "allow User:ANONYMOUS Create topic:mk prefixed",
+        "allow User:ANONYMOUS DescribeConfigs topic:mk.dc prefixed",
+    ]
+    async with await _serve(acls=acls) as server:
+        client = await ProtocolClient.connect("127.0.0.1", server.port, "acl-test")
+        try:
+            topics = [new_topic(n) for n in ("mk.plain", "mk.dc1", "zz")]
+            request = CreateTopicsRequest(
+                version=7, topics=topics, timeout_ms=5000, validate_only=False
+            )
+            answer = await asyncio.wait_for(client.request(request, 7), 5)
+            got = {
+                t.name: (t.error_code, t.num_partitions, t.replication_factor,
+                         t.configs is None, t.topic_config_error_code)
+                for t in answer.topics
+            }  # fmt: skip
+            assert got == {
+                "mk.plain": (0, -1, -1, True, TOPIC_DENIED),
+                "mk.dc1": (0, 3, 1, False, 0),
+                "zz": (TOPIC_DENIED, -1, -1, True, 0),
+            }
+        finally:
+            await client.close()
