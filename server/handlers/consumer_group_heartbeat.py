@@ -27,7 +27,6 @@ from minicoord.server.security import authorize
 API_KEY = 68
 # The message of Kafka's GroupAuthorizationException without one of its own.
 GROUP_DENIED = "Group authorization failed."
-TOPIC_DENIED = "Topic authorization failed."
 
 
 def _owned(topic_partitions: Any) -> dict[uuid.UUID, frozenset[int]] | None:
@@ -48,8 +47,9 @@ def handle(ctx: RequestContext, request: Any) -> Any:
         and request.subscribed_topic_names
         and authorize.denied_topics(ctx, authorize.DESCRIBE, request.subscribed_topic_names)
     ):
-        # As Kafka 4.0 (KAFKA-18813): every subscribed name needs Describe.
-        return _encoded(HeartbeatOutcome(ErrorCode.TOPIC_AUTHORIZATION_FAILED, TOPIC_DENIED))
+        # As Kafka 4.0 (KAFKA-18813): every subscribed name needs Describe. Kafka answers
+        # this one with the bare error code, no message.
+        return _encoded(HeartbeatOutcome(ErrorCode.TOPIC_AUTHORIZATION_FAILED, None))
     broker = ctx.broker
     if type(request) is SteadyHeartbeat or (
         request.rebalance_timeout_ms == -1

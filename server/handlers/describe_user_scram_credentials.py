@@ -22,7 +22,9 @@ def handle(ctx: RequestContext, request: Any) -> Any:
     if not authorize.cluster_allowed(ctx, authorize.DESCRIBE):
         # Kafka's getErrorResponse: the error on the answer and on a result per name asked
         # (which names no user).
-        error, message = ErrorCode.CLUSTER_AUTHORIZATION_FAILED, authorize.not_authorized(ctx)
+        # Kafka's handleDescribeUserScramCredentialsRequest answers with the error's own
+        # message, not authorizeClusterOperation's "Request ... is not authorized."
+        error, message = ErrorCode.CLUSTER_AUTHORIZATION_FAILED, "Cluster authorization failed."
         return ctx.spec.response(
             version=ctx.version,
             throttle_time_ms=0,

@@ -120,6 +120,8 @@ def test_scram_credentials_need_the_cluster_with_acls_on() -> None:
         # against Kafka as well).
         assert _describe_raw(server.port, ["admin"]) == (31, [("", 31, [])])
         assert _describe_raw(server.port, None) == (31, [])
+        # Kafka's words for it: the error's own message.
+        assert _describe_raw(server.port, None, message=True) == "Cluster authorization failed."
     allowed = ["allow User:ANONYMOUS Alter cluster", "allow User:ANONYMOUS Describe cluster"]
     with running(users={"admin": "admin-pw"}, acls=allowed) as server:
         admin = _admin(server.bootstrap)
@@ -129,7 +131,7 @@ def test_scram_credentials_need_the_cluster_with_acls_on() -> None:
         assert _describe_raw(server.port, ["admin"]) == (0, [("admin", 0, infos)])
 
 
-def _describe_raw(port: int, users: list[str] | None) -> tuple[int, list[object]]:
+def _describe_raw(port: int, users: list[str] | None, message: bool = False) -> Any:
     from kafka.protocol.admin import DescribeUserScramCredentialsRequest
     from minicoord.clients.connection import ProtocolClient
 
@@ -148,6 +150,8 @@ def _describe_raw(port: int, users: list[str] | None) -> tuple[int, list[object]
             await client.close()
 
     answer: Any = asyncio.run(ask())
+    if message:
+        return answer.error_message
     results = [
         (r.user, r.error_code, [(c.mechanism, c.iterations) for c in r.credential_infos])
         for r in answer.results
