@@ -21,9 +21,8 @@ def handle(ctx: RequestContext, request: Any) -> Any:
     result_cls = ctx.spec.response.DescribeUserScramCredentialsResult
     if not authorize.cluster_allowed(ctx, authorize.DESCRIBE):
         # Kafka's getErrorResponse: the error on the answer and on a result per name asked
-        # (which names no user).
-        # Kafka's handleDescribeUserScramCredentialsRequest answers with the error's own
-        # message, not authorizeClusterOperation's "Request ... is not authorized."
+        # (which names no user), with the error's own message (not authorizeClusterOperation's
+        # "Request ... is not authorized.", which the ACL APIs answer).
         error, message = ErrorCode.CLUSTER_AUTHORIZATION_FAILED, "Cluster authorization failed."
         return ctx.spec.response(
             version=ctx.version,
