@@ -3,7 +3,7 @@
 This node is the only broker and leads every partition of every topic. v1 adds the
 controller and internal flags (v0 asks for all topics with an empty list, v1+ with null);
 v2 the cluster id; v4 lets the client forbid auto-creation; v7 leader epochs; v8 authorized
-operations (never computed: reported as not requested); v9 is flexible; v10 topic ids and
+operations (computed when asked); v9 is flexible; v10 topic ids and
 lookup by id; v12 nullable topic names; v13 a top-level error code.
 """
 
@@ -15,6 +15,7 @@ from typing import Any
 from kafka.protocol.metadata import MetadataResponse
 from minicoord.protocol.apis import SPECS
 from minicoord.protocol.errors import ErrorCode
+from minicoord.server import cluster_view
 from minicoord.server.coordinator.results import Result
 from minicoord.server.handlers.base import EncodedResponse, Handler, RequestContext
 from minicoord.server.security import authorize
@@ -35,18 +36,7 @@ def _topic(topic: Topic, node: int) -> Any:
         name=topic.name,
         topic_id=topic.topic_id,
         is_internal=topic.internal,
-        partitions=[
-            Partition(
-                error_code=ErrorCode.NONE,
-                partition_index=i,
-                leader_id=node,
-                leader_epoch=0,
-                replica_nodes=[node],
-                isr_nodes=[node],
-                offline_replicas=[],
-            )
-            for i in range(topic.partitions)
-        ],
+        partitions=cluster_view.partitions(Partition, node, 0, topic.partitions),
     )
 
 
@@ -78,13 +68,10 @@ def _authorized_operations(ctx: RequestContext, request: Any, topics: list[Any])
 
 
 def _cluster_operations(ctx: RequestContext, request: Any) -> set[int] | None:
-    # v8-10 only; Kafka computes them only for a principal that may describe the cluster,
-    # and answers none (0) to another.
+    # v8-10 only.
     if not 8 <= ctx.version <= 10 or not request.include_cluster_authorized_operations:
         return None
-    if not authorize.cluster_allowed(ctx, DESCRIBE):
-        return set()
-    return authorize.operation_set(ctx, authorize.CLUSTER, authorize.CLUSTER_NAME)
+    return cluster_view.cluster_operations(ctx)
 
 
 def handle(ctx: RequestContext, request: Any) -> Any:
@@ -136,11 +123,7 @@ def _answer(ctx: RequestContext, request: Any) -> Any:
     # TOPIC_AUTHORIZATION_FAILED when named; auto-creation needs Create (cluster or topic).
     checked = broker.authorizer is not None
     if requested is None or (version == 0 and not requested):
-        listed = registry.all()
-        if checked:
-            hidden = authorize.denied_topics(ctx, authorize.DESCRIBE, (t.name for t in listed))
-            listed = [t for t in listed if t.name not in hidden]
-        topics = [_topic(t, node) for t in listed]
+        topics = [_topic(t, node) for t in cluster_view.describable_topics(ctx, registry.all())]
     else:
         allow_create = config.auto_create_topics_enable and (
             version < 4 or request.allow_auto_topic_creation
@@ -188,15 +171,17 @@ def _answer(ctx: RequestContext, request: Any) -> Any:
             topics.append(_topic(found, node))
     # Without ACLs, every operation the resource supports (Kafka's authorizedOperations).
     _authorized_operations(ctx, request, topics)
-    host, port = ctx.channel.address
     response = MetadataResponse(
         version=version,
         throttle_time_ms=0,
         brokers=[
-            MetadataResponse.MetadataResponseBroker(node_id=node, host=host, port=port, rack=None)
+            MetadataResponse.MetadataResponseBroker(
+                node_id=b.node_id, host=b.host, port=b.port, rack=b.rack
+            )
+            for b in cluster_view.brokers(ctx)
         ],
         cluster_id=broker.cluster_id,
-        controller_id=node,
+        controller_id=cluster_view.controller_id(ctx),
         topics=topics,
         error_code=ErrorCode.NONE,
         authorized_operations=_cluster_operations(ctx, request),
