@@ -24,6 +24,7 @@ from kafka.protocol.admin import (
     DeleteRecordsRequest,
     DeleteTopicsRequest,
     DescribeAclsRequest,
+    DescribeClusterRequest,
     DescribeConfigsRequest,
     DescribeGroupsRequest,
     DescribeLogDirsRequest,
@@ -87,6 +88,22 @@ def _sample(key: int, version: int, topic_id: uuid.UUID) -> tuple[Any, Any]:
         topics = [MetadataRequest.MetadataRequestTopic(name=TOPIC, topic_id=None)]
         req = MetadataRequest(version=version, topics=topics, allow_auto_topic_creation=False)
         return req, lambda r: [len(t.partitions) for t in r.topics] == [6]
+    if key == 60:
+        fields: dict[str, Any] = {"include_cluster_authorized_operations": True}
+        if version >= 1:
+            fields["endpoint_type"] = 1
+        if version >= 2:
+            fields["include_fenced_brokers"] = False
+        req = DescribeClusterRequest(version=version, **fields)
+        return (
+            req,
+            lambda r: (
+                r.error_code == 0
+                and r.controller_id == 0
+                and [b.broker_id for b in r.brokers] == [0]
+                and len(r.authorized_operations) == 7
+            ),
+        )
     if key == 10:
         req = FindCoordinatorRequest(
             version=version, key=group, key_type=0, coordinator_keys=[group, group + "x"]
