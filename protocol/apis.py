@@ -60,6 +60,7 @@ SOURCES: dict[int, tuple[str, str]] = {
     18: ("ApiVersions", "kafka.protocol.metadata"),
     3: ("Metadata", "kafka.protocol.metadata"),
     60: ("DescribeCluster", "kafka.protocol.admin"),
+    75: ("DescribeTopicPartitions", "kafka.protocol.admin"),
     10: ("FindCoordinator", "kafka.protocol.metadata"),
     19: ("CreateTopics", "kafka.protocol.admin"),
     2: ("ListOffsets", "kafka.protocol.consumer"),

@@ -46,6 +46,8 @@ class Config:
     # Kafka bounds its broker-wide request queue with this; here it bounds each connection's
     # requests awaiting their answer: beyond it the connection is not read (back-pressure).
     queued_max_requests: int = 500
+    # The most partitions one DescribeTopicPartitions answer carries, whatever its client asks.
+    max_request_partition_size_limit: int = 2000
     broker_id: int = 0
     # PLAINTEXT://HOST:PORT to advertise in Metadata and FindCoordinator instead of the
     # address each client connected to (behind a proxy, NAT or port mapping).
@@ -202,6 +204,7 @@ class Config:
             "max_connections",
             "queued_max_requests",
             "socket_request_max_bytes",
+            "max_request_partition_size_limit",
         ):
             if getattr(self, name) < 1:
                 raise ConfigError(f"{self.kafka_name(name)} must be at least 1")

@@ -22,6 +22,7 @@ APIS: dict[int, tuple[str, int, int]] = {
     18: ("api_versions", 0, 4),
     3: ("metadata", 0, 13),
     60: ("describe_cluster", 0, 2),
+    75: ("describe_topic_partitions", 0, 0),
     10: ("find_coordinator", 0, 6),
     19: ("create_topics", 2, 7),
     2: ("list_offsets", 1, 11),

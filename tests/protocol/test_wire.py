@@ -28,6 +28,7 @@ from kafka.protocol.admin import (
     DescribeConfigsRequest,
     DescribeGroupsRequest,
     DescribeLogDirsRequest,
+    DescribeTopicPartitionsRequest,
     IncrementalAlterConfigsRequest,
     ListConfigResourcesRequest,
     ListGroupsRequest,
@@ -102,6 +103,20 @@ def _sample(key: int, version: int, topic_id: uuid.UUID) -> tuple[Any, Any]:
                 and r.controller_id == 0
                 and [b.broker_id for b in r.brokers] == [0]
                 and len(r.authorized_operations) == 7
+            ),
+        )
+    if key == 75:
+        req = DescribeTopicPartitionsRequest(
+            version=version,
+            topics=[DescribeTopicPartitionsRequest.TopicRequest(name=TOPIC)],
+            response_partition_limit=4,
+            cursor=None,
+        )
+        return (
+            req,
+            lambda r: (
+                [(t.name, t.error_code, len(t.partitions)) for t in r.topics] == [(TOPIC, 0, 4)]
+                and (r.next_cursor.topic_name, r.next_cursor.partition_index) == (TOPIC, 4)
             ),
         )
     if key == 10:

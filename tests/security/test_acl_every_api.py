@@ -29,6 +29,7 @@ EXPECTED: dict[int, ErrorCode | None] = {
     18: None,  # ApiVersions: never authorized
     3: TOPIC_DENIED,
     60: None,  # DescribeCluster: never refused; the cluster's operations need Describe
+    75: TOPIC_DENIED,  # DescribeTopicPartitions: Describe on each topic
     10: GROUP_DENIED,
     19: TOPIC_DENIED,
     2: TOPIC_DENIED,
