@@ -77,6 +77,7 @@ SOURCES: dict[int, tuple[str, str]] = {
     42: ("DeleteGroups", "kafka.protocol.admin"),
     47: ("OffsetDelete", "kafka.protocol.consumer"),
     22: ("InitProducerId", "kafka.protocol.producer"),
+    61: ("DescribeProducers", "kafka.protocol.admin"),
     23: ("OffsetForLeaderEpoch", "kafka.protocol.consumer"),
     20: ("DeleteTopics", "kafka.protocol.admin"),
     37: ("CreatePartitions", "kafka.protocol.admin"),

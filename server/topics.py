@@ -92,6 +92,26 @@ def topic_name_error(name: str | None) -> str | None:
     return None
 
 
+def kafka_topic_name_error(name: str) -> str | None:
+    """Kafka's own words (Topic.validate's InvalidTopicException) for an illegal name, for the
+    answers that carry them as an error message; None if the name is legal."""
+    if not name:
+        reason = "the empty string is not allowed"
+    elif name in (".", ".."):
+        reason = f"'{name}' is not allowed"
+    # Java counts UTF-16 units; only ASCII is legal, but a long non-ASCII name says "length".
+    elif len(name.encode("utf-16-le")) // 2 > MAX_NAME_LENGTH:
+        reason = f"the length of '{name}' is longer than the max allowed length {MAX_NAME_LENGTH}"
+    elif not _LEGAL.fullmatch(name):
+        reason = (
+            f"'{name}' contains one or more characters other than "
+            "ASCII alphanumerics, '.', '_' and '-'"
+        )
+    else:
+        return None
+    return f"Topic name is invalid: {reason}"
+
+
 def broker_defaults(config: Config) -> BrokerDefaults:
     """The broker configs that are topic defaults, with where their value came from."""
     from minicoord.server.topic_configs import TOPIC_CONFIGS

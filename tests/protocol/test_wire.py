@@ -28,6 +28,7 @@ from kafka.protocol.admin import (
     DescribeConfigsRequest,
     DescribeGroupsRequest,
     DescribeLogDirsRequest,
+    DescribeProducersRequest,
     DescribeTopicPartitionsRequest,
     IncrementalAlterConfigsRequest,
     ListConfigResourcesRequest,
@@ -298,6 +299,19 @@ def _sample(key: int, version: int, topic_id: uuid.UUID) -> tuple[Any, Any]:
             producer_epoch=-1,
         )
         return req, lambda r: r.error_code == 0 and r.producer_id >= 0 and r.producer_epoch == 0
+    if key == 61:
+        asked = DescribeProducersRequest.TopicRequest(name=TOPIC, partition_indexes=[4])
+        req = DescribeProducersRequest(version=version, topics=[asked])
+        return (
+            req,
+            lambda r: (
+                [
+                    (p.partition_index, p.error_code, p.active_producers)
+                    for p in r.topics[0].partitions
+                ]
+                == [(4, 0, [])]
+            ),
+        )
     if key == 23:
         oreq = OffsetForLeaderEpochRequest
         part = oreq.OffsetForLeaderTopic.OffsetForLeaderPartition(

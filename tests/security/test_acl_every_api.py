@@ -46,6 +46,7 @@ EXPECTED: dict[int, ErrorCode | None] = {
     42: GROUP_DENIED,
     47: GROUP_DENIED,
     22: CLUSTER_DENIED,  # an idempotent producer without IdempotentWrite or any Write
+    61: TOPIC_DENIED,  # DescribeProducers: Read on the topic
     23: TOPIC_DENIED,
     20: TOPIC_DENIED,
     37: TOPIC_DENIED,
