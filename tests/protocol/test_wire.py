@@ -33,6 +33,7 @@ from kafka.protocol.admin import (
     IncrementalAlterConfigsRequest,
     ListConfigResourcesRequest,
     ListGroupsRequest,
+    ListTransactionsRequest,
 )
 from kafka.protocol.consumer import (
     FetchRequest,
@@ -310,6 +311,23 @@ def _sample(key: int, version: int, topic_id: uuid.UUID) -> tuple[Any, Any]:
                     for p in r.topics[0].partitions
                 ]
                 == [(4, 0, [])]
+            ),
+        )
+    if key == 66:
+        # minicoord serves no transactions: the list is empty, an unknown state named back.
+        req = ListTransactionsRequest(
+            version=version,
+            state_filters=["Ongoing", "ongoing"],
+            producer_id_filters=[7],
+            duration_filter=-1,
+            transactional_id_pattern="tx-.*",
+        )
+        return (
+            req,
+            lambda r: (
+                r.error_code == 0
+                and r.unknown_state_filters == ["ongoing"]
+                and r.transaction_states == []
             ),
         )
     if key == 23:
