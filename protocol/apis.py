@@ -78,6 +78,7 @@ SOURCES: dict[int, tuple[str, str]] = {
     47: ("OffsetDelete", "kafka.protocol.consumer"),
     22: ("InitProducerId", "kafka.protocol.producer"),
     61: ("DescribeProducers", "kafka.protocol.admin"),
+    65: ("DescribeTransactions", "kafka.protocol.admin"),
     66: ("ListTransactions", "kafka.protocol.admin"),
     23: ("OffsetForLeaderEpoch", "kafka.protocol.consumer"),
     20: ("DeleteTopics", "kafka.protocol.admin"),

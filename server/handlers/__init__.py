@@ -40,6 +40,7 @@ APIS: dict[int, tuple[str, int, int]] = {
     47: ("offset_delete", 0, 0),
     22: ("init_producer_id", 0, 5),
     61: ("describe_producers", 0, 0),
+    65: ("describe_transactions", 0, 0),
     66: ("list_transactions", 0, 2),
     23: ("offset_for_leader_epoch", 2, 4),
     20: ("delete_topics", 1, 6),

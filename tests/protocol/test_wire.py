@@ -30,6 +30,7 @@ from kafka.protocol.admin import (
     DescribeLogDirsRequest,
     DescribeProducersRequest,
     DescribeTopicPartitionsRequest,
+    DescribeTransactionsRequest,
     IncrementalAlterConfigsRequest,
     ListConfigResourcesRequest,
     ListGroupsRequest,
@@ -311,6 +312,16 @@ def _sample(key: int, version: int, topic_id: uuid.UUID) -> tuple[Any, Any]:
                     for p in r.topics[0].partitions
                 ]
                 == [(4, 0, [])]
+            ),
+        )
+    if key == 65:
+        # minicoord serves no transactions: every id is unknown to its coordinator.
+        req = DescribeTransactionsRequest(version=version, transactional_ids=[group])
+        return (
+            req,
+            lambda r: (
+                [(t.transactional_id, t.error_code) for t in r.transaction_states]
+                == [(group, ErrorCode.TRANSACTIONAL_ID_NOT_FOUND)]
             ),
         )
     if key == 66:

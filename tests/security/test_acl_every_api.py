@@ -47,6 +47,7 @@ EXPECTED: dict[int, ErrorCode | None] = {
     47: GROUP_DENIED,
     22: CLUSTER_DENIED,  # an idempotent producer without IdempotentWrite or any Write
     61: TOPIC_DENIED,  # DescribeProducers: Read on the topic
+    65: ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,  # Describe on the transactional id
     66: None,  # ListTransactions: filtered by Describe on each id, not refused
     23: TOPIC_DENIED,
     20: TOPIC_DENIED,
