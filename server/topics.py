@@ -80,21 +80,8 @@ def parse_topic_spec(text: str) -> tuple[str, int]:
 
 
 def topic_name_error(name: str | None) -> str | None:
-    """Why a name is not a legal Kafka topic name, or None if it is."""
-    if not name:
-        return "topic name is empty"
-    if name in (".", ".."):
-        return f"topic name {name!r} is not allowed"
-    if len(name) > MAX_NAME_LENGTH:
-        return f"topic name is longer than {MAX_NAME_LENGTH} characters"
-    if not _LEGAL.fullmatch(name):
-        return f"topic name {name!r} has characters other than ASCII letters, digits, '.', '_', '-'"
-    return None
-
-
-def kafka_topic_name_error(name: str) -> str | None:
-    """Kafka's own words (Topic.validate's InvalidTopicException) for an illegal name, for the
-    answers that carry them as an error message; None if the name is legal."""
+    """Why a name is not a legal Kafka topic name, in Kafka's words (Topic.validate's
+    InvalidTopicException), or None if it is."""
     if not name:
         reason = "the empty string is not allowed"
     elif name in (".", ".."):

@@ -48,7 +48,7 @@ def test_ready_line_names_the_bound_address() -> None:
         (["--config", "auto.create.topics.enable=maybe"], "takes true or false"),
         (["--config", "justakey"], "expected key=value"),
         (["--topic", "orders"], "expected NAME:PARTITIONS"),
-        (["--topic", "bad name:3"], "has characters other than"),
+        (["--topic", "bad name:3"], "contains one or more characters other than"),
         (["--acl", "allow User:a Read"], "PERMISSION PRINCIPAL OPERATION TYPE:NAME"),
         (["--acl", "allow User:a Fly group:g"], "unknown operation 'Fly'"),
         (["--config", "authorizer.class.name=x.Mine"], "authorizer.class.name is empty"),

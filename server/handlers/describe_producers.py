@@ -24,7 +24,7 @@ from minicoord.protocol.errors import ErrorCode
 from minicoord.server.data.plane import PartitionState
 from minicoord.server.handlers.base import Handler, RequestContext
 from minicoord.server.security import authorize
-from minicoord.server.topics import kafka_topic_name_error
+from minicoord.server.topics import topic_name_error
 
 API_KEY = 61
 SPEC = SPECS[API_KEY]
@@ -43,7 +43,7 @@ def handle(ctx: RequestContext, request: Any) -> Any:
     for t in request.topics:
         name = t.name
         error: ErrorCode | None = None
-        message = kafka_topic_name_error(name)
+        message = topic_name_error(name)
         if message is not None:
             error = ErrorCode.INVALID_TOPIC_EXCEPTION
         elif not authorize.allowed(ctx, authorize.READ, authorize.TOPIC, name):

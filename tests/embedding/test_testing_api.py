@@ -86,7 +86,7 @@ def test_topics_may_be_given_as_the_command_line_gives_them() -> None:
         ("orders", "expected NAME:PARTITIONS"),
         (("a", 1, 2), "a topic is"),
         (("orders", "3"), "a topic is"),
-        (("bad name", 1), "has characters other than"),
+        (("bad name", 1), "contains one or more characters other than"),
     ]:
         with pytest.raises(ValueError, match=why), running(topics=[bad]):  # type: ignore[list-item]
             pass
