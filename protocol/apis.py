@@ -84,6 +84,7 @@ SOURCES: dict[int, tuple[str, str]] = {
     20: ("DeleteTopics", "kafka.protocol.admin"),
     37: ("CreatePartitions", "kafka.protocol.admin"),
     21: ("DeleteRecords", "kafka.protocol.admin"),
+    43: ("ElectLeaders", "kafka.protocol.admin"),
     32: ("DescribeConfigs", "kafka.protocol.admin"),
     33: ("AlterConfigs", "kafka.protocol.admin"),
     35: ("DescribeLogDirs", "kafka.protocol.admin"),

@@ -46,6 +46,7 @@ APIS: dict[int, tuple[str, int, int]] = {
     20: ("delete_topics", 1, 6),
     37: ("create_partitions", 0, 3),
     21: ("delete_records", 0, 2),
+    43: ("elect_leaders", 0, 2),
     32: ("describe_configs", 1, 4),
     33: ("alter_configs", 0, 2),
     35: ("describe_log_dirs", 1, 4),

@@ -31,6 +31,7 @@ from kafka.protocol.admin import (
     DescribeProducersRequest,
     DescribeTopicPartitionsRequest,
     DescribeTransactionsRequest,
+    ElectLeadersRequest,
     IncrementalAlterConfigsRequest,
     ListConfigResourcesRequest,
     ListGroupsRequest,
@@ -463,6 +464,19 @@ def _sample(key: int, version: int, topic_id: uuid.UUID) -> tuple[Any, Any]:
                 == [("0", 8), ("0", 4), (TOPIC, 2)]
             ),
         )
+    if key == 43:
+        # One node leads every partition as its preferred replica: nothing to elect.
+        asked = ElectLeadersRequest.TopicPartitions(topic=TOPIC, partitions=[0, 5])
+        req = ElectLeadersRequest(
+            version=version, election_type=0, topic_partitions=[asked], timeout_ms=1000
+        )
+        not_needed = ErrorCode.ELECTION_NOT_NEEDED
+        return req, lambda r: (
+            (version == 0 or r.error_code == 0)
+            and [(t.topic, [(p.partition_id, p.error_code) for p in t.partition_result])
+                 for t in r.replica_election_results]
+            == [(TOPIC, [(0, not_needed), (5, not_needed)])]
+        )  # fmt: skip
     if key == 68:
         req = ConsumerGroupHeartbeatRequest(
             version=version,

@@ -53,6 +53,7 @@ EXPECTED: dict[int, ErrorCode | None] = {
     20: TOPIC_DENIED,
     37: TOPIC_DENIED,
     21: TOPIC_DENIED,
+    43: CLUSTER_DENIED,  # ElectLeaders: Alter on the cluster
     32: TOPIC_DENIED,
     33: TOPIC_DENIED,
     35: CLUSTER_DENIED,
