@@ -47,6 +47,8 @@ APIS: dict[int, tuple[str, int, int]] = {
     37: ("create_partitions", 0, 3),
     21: ("delete_records", 0, 2),
     43: ("elect_leaders", 0, 2),
+    45: ("alter_partition_reassignments", 0, 1),
+    46: ("list_partition_reassignments", 0, 0),
     32: ("describe_configs", 1, 4),
     33: ("alter_configs", 0, 2),
     35: ("describe_log_dirs", 1, 4),

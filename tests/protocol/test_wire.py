@@ -16,6 +16,7 @@ from typing import Any
 import pytest
 from kafka.protocol.admin import (
     AlterConfigsRequest,
+    AlterPartitionReassignmentsRequest,
     CreateAclsRequest,
     CreatePartitionsRequest,
     CreateTopicsRequest,
@@ -35,6 +36,7 @@ from kafka.protocol.admin import (
     IncrementalAlterConfigsRequest,
     ListConfigResourcesRequest,
     ListGroupsRequest,
+    ListPartitionReassignmentsRequest,
     ListTransactionsRequest,
 )
 from kafka.protocol.consumer import (
@@ -477,6 +479,29 @@ def _sample(key: int, version: int, topic_id: uuid.UUID) -> tuple[Any, Any]:
                  for t in r.replica_election_results]
             == [(TOPIC, [(0, not_needed), (5, not_needed)])]
         )  # fmt: skip
+    if key == 45:
+        # [this node] is every partition's assignment already: accepted, nothing moves.
+        reassign = AlterPartitionReassignmentsRequest.ReassignableTopic
+        moved = reassign.ReassignablePartition(partition_index=2, replicas=[0])
+        req = AlterPartitionReassignmentsRequest(
+            version=version,
+            timeout_ms=1000,
+            allow_replication_factor_change=True,
+            topics=[reassign(name=TOPIC, partitions=[moved])],
+        )
+        return req, lambda r: (
+            r.error_code == 0
+            and [(t.name, [(p.partition_index, p.error_code) for p in t.partitions])
+                 for t in r.responses] == [(TOPIC, [(2, 0)])]
+        )  # fmt: skip
+    if key == 46:
+        listed = ListPartitionReassignmentsRequest.ListPartitionReassignmentsTopics
+        req = ListPartitionReassignmentsRequest(
+            version=version,
+            timeout_ms=1000,
+            topics=[listed(name=TOPIC, partition_indexes=[0, 1])],
+        )
+        return req, lambda r: r.error_code == 0 and r.error_message is None and r.topics == []
     if key == 68:
         req = ConsumerGroupHeartbeatRequest(
             version=version,

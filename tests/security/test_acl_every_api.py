@@ -54,6 +54,8 @@ EXPECTED: dict[int, ErrorCode | None] = {
     37: TOPIC_DENIED,
     21: TOPIC_DENIED,
     43: CLUSTER_DENIED,  # ElectLeaders: Alter on the cluster
+    45: CLUSTER_DENIED,  # AlterPartitionReassignments: Alter on the cluster
+    46: CLUSTER_DENIED,  # ListPartitionReassignments: Describe on the cluster
     32: TOPIC_DENIED,
     33: TOPIC_DENIED,
     35: CLUSTER_DENIED,
