@@ -87,6 +87,7 @@ SOURCES: dict[int, tuple[str, str]] = {
     43: ("ElectLeaders", "kafka.protocol.admin"),
     45: ("AlterPartitionReassignments", "kafka.protocol.admin"),
     46: ("ListPartitionReassignments", "kafka.protocol.admin"),
+    55: ("DescribeQuorum", "kafka.protocol.admin"),
     32: ("DescribeConfigs", "kafka.protocol.admin"),
     33: ("AlterConfigs", "kafka.protocol.admin"),
     35: ("DescribeLogDirs", "kafka.protocol.admin"),

@@ -188,6 +188,7 @@ class Server:
         def factory() -> asyncio.Protocol:
             conn = make()
             conn.advertised = advertised or arrival[0]
+            conn.listener = listener.name
             return conn
 
         return factory, ssl_context

@@ -149,6 +149,14 @@ class Broker:
             self.coordinator.group_configs.replay,
         )
 
+    def metadata_offsets(self) -> tuple[int, int]:
+        """(log end offset, high watermark) of the cluster metadata log; (0, 0) before it is
+        opened. As a single voter's, its high watermark is what has been written (durable)."""
+        plog = self._metadata_log
+        if plog is None:
+            return 0, 0
+        return plog.next_offset, plog.high_watermark
+
     def add_acls(self, acls: list[Acl]) -> None:
         """ACLs given at start (`acls=`, --acl): persisted once; those already there are kept."""
         self.persist_metadata(create_acl_records(self.acls, acls))

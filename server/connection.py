@@ -89,6 +89,7 @@ class KafkaConnection(asyncio.Protocol):
         "broker",
         "client_host",
         "closed",
+        "listener",
         "peak_pending",
         "principal",
         "quiet_sweeps",
@@ -120,6 +121,9 @@ class KafkaConnection(asyncio.Protocol):
         # The address Metadata and FindCoordinator name: its listener's advertised one, else
         # (from connection_made) the address the client connected to.
         self.advertised: tuple[str, int] | None = None
+        # The name of the listener it came in through (DescribeQuorum names it); set by the
+        # listener's factory, PLAINTEXT being the one listener made without `listeners`.
+        self.listener = "PLAINTEXT"
         self._client_id: str | None = None
         self._observe: Callable[[Any], None] | None = None
         # Back-pressure: reading stops while too many answers are pending or while the

@@ -40,6 +40,8 @@ class Channel(Protocol):
 
     client_host: str
     principal: str
+    # The name of the listener the connection came in through.
+    listener: str
 
     @property
     def corked(self) -> bool:

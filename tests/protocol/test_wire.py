@@ -30,6 +30,7 @@ from kafka.protocol.admin import (
     DescribeGroupsRequest,
     DescribeLogDirsRequest,
     DescribeProducersRequest,
+    DescribeQuorumRequest,
     DescribeTopicPartitionsRequest,
     DescribeTransactionsRequest,
     ElectLeadersRequest,
@@ -502,6 +503,23 @@ def _sample(key: int, version: int, topic_id: uuid.UUID) -> tuple[Any, Any]:
             topics=[listed(name=TOPIC, partition_indexes=[0, 1])],
         )
         return req, lambda r: r.error_code == 0 and r.error_message is None and r.topics == []
+    if key == 55:
+        # One voter, this node, leading the metadata log.
+        asked = DescribeQuorumRequest.TopicData
+        part = asked.PartitionData(partition_index=0)
+        req = DescribeQuorumRequest(
+            version=version, topics=[asked(topic_name="__cluster_metadata", partitions=[part])]
+        )
+
+        def leads(r: Any) -> bool:
+            (topic,) = r.topics
+            (p,) = topic.partitions
+            voters = [(v.replica_id, v.log_end_offset) for v in p.current_voters]
+            return (r.error_code, p.error_code, p.leader_id, p.leader_epoch) == (0, 0, 0, 1) and (
+                voters == [(0, p.high_watermark)] and p.high_watermark > 0 and p.observers == []
+            )
+
+        return req, leads
     if key == 68:
         req = ConsumerGroupHeartbeatRequest(
             version=version,

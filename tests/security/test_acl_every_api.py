@@ -56,6 +56,7 @@ EXPECTED: dict[int, ErrorCode | None] = {
     43: CLUSTER_DENIED,  # ElectLeaders: Alter on the cluster
     45: CLUSTER_DENIED,  # AlterPartitionReassignments: Alter on the cluster
     46: CLUSTER_DENIED,  # ListPartitionReassignments: Describe on the cluster
+    55: CLUSTER_DENIED,  # DescribeQuorum: Describe on the cluster
     32: TOPIC_DENIED,
     33: TOPIC_DENIED,
     35: CLUSTER_DENIED,
