@@ -5,16 +5,13 @@ client, and Kafka's words for a refused cluster check."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
+from contextlib import AbstractAsyncContextManager
 from typing import Any
 
+from authzkit import authorized_client
 from kafka import KafkaAdminClient
 from minicoord.clients.connection import ProtocolClient
-from minicoord.server.app import Server
-from minicoord.server.config import Config
 
-AUTHORIZER = "org.apache.kafka.metadata.authorizer.StandardAuthorizer"
 TOPIC = "orders"
 
 
@@ -23,16 +20,9 @@ def refused(api: str) -> str:
     return f"Request {api} from User:ANONYMOUS is not authorized."
 
 
-@asynccontextmanager
-async def acl_client(*acls: str) -> AsyncIterator[ProtocolClient]:
+def acl_client(*acls: str) -> AbstractAsyncContextManager[ProtocolClient]:
     """A raw client of a server with an authorizer, the given ACLs and a 3-partition topic."""
-    config = Config.from_pairs({"authorizer.class.name": AUTHORIZER})
-    async with Server(config, "127.0.0.1", 0, topics=[(TOPIC, 3)], acls=acls) as server:
-        client = await ProtocolClient.connect("127.0.0.1", server.port, "acl-test")
-        try:
-            yield client
-        finally:
-            await client.close()
+    return authorized_client(acls, [(TOPIC, 3)])
 
 
 async def ask(client: ProtocolClient, request: Any) -> Any:

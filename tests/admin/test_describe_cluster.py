@@ -12,17 +12,16 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from authzkit import authorized_client
 from kafka import KafkaAdminClient
 from kafka.protocol.admin import DescribeClusterRequest
 from kafka.protocol.metadata import MetadataRequest
 from minicoord.clients.connection import ProtocolClient
 from minicoord.protocol.errors import ErrorCode
 from minicoord.server.app import Server
-from minicoord.server.config import Config
 from minicoord.server.security.acls import Operation
 from minicoord.testing.embedded import running
 
-AUTHORIZER = "org.apache.kafka.metadata.authorizer.StandardAuthorizer"
 BROKERS, CONTROLLERS = 1, 2
 # Kafka's AclEntry.supportedOperations(CLUSTER).
 CLUSTER_OPERATIONS = {
@@ -153,13 +152,8 @@ async def test_a_broker_refuses_to_describe_controllers_or_unknown_endpoints(
 
 @pytest.fixture
 async def acl_client(request: pytest.FixtureRequest) -> AsyncIterator[ProtocolClient]:
-    config = Config.from_pairs({"authorizer.class.name": AUTHORIZER})
-    async with Server(config, "127.0.0.1", 0, acls=request.param) as server:
-        client = await ProtocolClient.connect("127.0.0.1", server.port, "acl-test")
-        try:
-            yield client
-        finally:
-            await client.close()
+    async with authorized_client(request.param) as client:
+        yield client
 
 
 @pytest.mark.parametrize(

@@ -13,6 +13,7 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
+from authzkit import authorized_client
 from kafka import KafkaAdminClient
 from kafka.protocol.admin import DescribeTopicPartitionsRequest
 from kafka.protocol.metadata import FindCoordinatorRequest, MetadataRequest
@@ -22,7 +23,6 @@ from minicoord.server.app import Server
 from minicoord.server.config import Config
 from minicoord.testing.embedded import running
 
-AUTHORIZER = "org.apache.kafka.metadata.authorizer.StandardAuthorizer"
 UNKNOWN = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
 INVALID_NAME = ErrorCode.INVALID_TOPIC_EXCEPTION
 INVALID = ErrorCode.INVALID_REQUEST
@@ -245,13 +245,8 @@ async def test_a_bad_cursor_is_invalid_request_on_every_named_topic(
 
 @pytest.fixture
 async def acl_client(request: pytest.FixtureRequest) -> AsyncIterator[ProtocolClient]:
-    config = Config.from_pairs({"authorizer.class.name": AUTHORIZER})
-    async with Server(config, "127.0.0.1", 0, topics=TOPICS, acls=request.param) as server:
-        raw = await ProtocolClient.connect("127.0.0.1", server.port, "acl-test")
-        try:
-            yield raw
-        finally:
-            await raw.close()
+    async with authorized_client(request.param, TOPICS) as client:
+        yield client
 
 
 @pytest.mark.parametrize(

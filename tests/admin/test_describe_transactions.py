@@ -12,16 +12,14 @@ import asyncio
 from collections.abc import AsyncIterator
 
 import pytest
+from authzkit import authorized_client
 from kafka import KafkaAdminClient
 from kafka.errors import InvalidRequestError
 from kafka.protocol.admin import DescribeTransactionsRequest
 from minicoord.clients.connection import ProtocolClient
 from minicoord.protocol.errors import ErrorCode
-from minicoord.server.app import Server
-from minicoord.server.config import Config
 from minicoord.testing.embedded import running
 
-AUTHORIZER = "org.apache.kafka.metadata.authorizer.StandardAuthorizer"
 NOT_FOUND = ErrorCode.TRANSACTIONAL_ID_NOT_FOUND
 DENIED = ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
 # What an error leaves in the other fields: the schema's defaults, as Kafka leaves them.
@@ -74,13 +72,8 @@ async def test_an_idempotent_producers_id_is_no_transaction(raw_client: Protocol
 
 @pytest.fixture
 async def acl_client(request: pytest.FixtureRequest) -> AsyncIterator[ProtocolClient]:
-    config = Config.from_pairs({"authorizer.class.name": AUTHORIZER})
-    async with Server(config, "127.0.0.1", 0, acls=list(request.param)) as server:
-        client = await ProtocolClient.connect("127.0.0.1", server.port, "acl-test")
-        try:
-            yield client
-        finally:
-            await client.close()
+    async with authorized_client(request.param) as client:
+        yield client
 
 
 @pytest.mark.parametrize(

@@ -10,16 +10,14 @@ import asyncio
 from collections.abc import AsyncIterator
 
 import pytest
+from authzkit import authorized_client
 from kafka import KafkaAdminClient
 from kafka.errors import BrokerResponseError
 from kafka.protocol.admin import ListTransactionsRequest
 from minicoord.clients.connection import ProtocolClient
 from minicoord.protocol.errors import ErrorCode
-from minicoord.server.app import Server
-from minicoord.server.config import Config
 from minicoord.testing.embedded import running
 
-AUTHORIZER = "org.apache.kafka.metadata.authorizer.StandardAuthorizer"
 INVALID_REGEX = ErrorCode.INVALID_REGULAR_EXPRESSION
 KAFKA_STATES = [
     "Empty",
@@ -126,13 +124,8 @@ async def test_v0_and_v1_carry_no_pattern(raw_client: ProtocolClient) -> None:
 
 @pytest.fixture
 async def denied_client() -> AsyncIterator[ProtocolClient]:
-    config = Config.from_pairs({"authorizer.class.name": AUTHORIZER})
-    async with Server(config, "127.0.0.1", 0) as server:
-        client = await ProtocolClient.connect("127.0.0.1", server.port, "acl-test")
-        try:
-            yield client
-        finally:
-            await client.close()
+    async with authorized_client(()) as client:
+        yield client
 
 
 async def test_with_acls_nothing_is_refused(denied_client: ProtocolClient) -> None:

@@ -8,11 +8,12 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import AsyncIterator, Iterable
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+from authzkit import authorized_client
 from datakit import batch, records
 from kafka import KafkaAdminClient, KafkaProducer, TopicPartition
 from kafka.errors import TopicAuthorizationFailedError, UnknownTopicOrPartitionError
@@ -20,11 +21,8 @@ from kafka.protocol.admin import DescribeProducersRequest
 from kafka.protocol.producer import ProduceRequest
 from minicoord.clients.connection import ProtocolClient
 from minicoord.protocol.errors import ErrorCode
-from minicoord.server.app import Server
-from minicoord.server.config import Config
 from minicoord.testing.embedded import running
 
-AUTHORIZER = "org.apache.kafka.metadata.authorizer.StandardAuthorizer"
 TS = 1_700_000_000_000
 UNKNOWN = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
 UNKNOWN_WORDS = "This server does not host this topic-partition."
@@ -214,19 +212,10 @@ async def test_producers_come_back_after_a_restart(tmp_path: Path) -> None:
     assert after == before
 
 
-async def _serve_with_acls(acls: Iterable[str]) -> Server:
-    config = Config.from_pairs({"authorizer.class.name": AUTHORIZER})
-    return Server(config, "127.0.0.1", 0, topics=[("secret", 2), ("open", 1)], acls=list(acls))
-
-
 @pytest.fixture
 async def acl_client(request: pytest.FixtureRequest) -> AsyncIterator[ProtocolClient]:
-    async with await _serve_with_acls(request.param) as server:
-        client = await ProtocolClient.connect("127.0.0.1", server.port, "acl-test")
-        try:
-            yield client
-        finally:
-            await client.close()
+    async with authorized_client(request.param, [("secret", 2), ("open", 1)]) as client:
+        yield client
 
 
 WORDS = "Topic authorization failed."

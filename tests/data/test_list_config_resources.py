@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from authzkit import authorized_client
 from datakit import incremental_alter
 from kafka import KafkaAdminClient
 from kafka.errors import ClusterAuthorizationFailedError
@@ -19,8 +20,6 @@ from kafka.protocol.admin import ListConfigResourcesRequest
 from kafka.protocol.metadata import FindCoordinatorRequest
 from minicoord.clients.connection import ProtocolClient
 from minicoord.protocol.errors import ErrorCode
-from minicoord.server.app import Server
-from minicoord.server.config import Config
 from minicoord.testing.embedded import running
 
 TOPIC, BROKER, BROKER_LOGGER, CLIENT_METRICS, GROUP = 2, 4, 8, 16, 32
@@ -28,7 +27,6 @@ SESSION = "consumer.session.timeout.ms"
 SET, DELETE = 0, 1
 UNSUPPORTED = ErrorCode.UNSUPPORTED_VERSION
 DENIED = ErrorCode.CLUSTER_AUTHORIZATION_FAILED
-AUTHORIZER = "org.apache.kafka.metadata.authorizer.StandardAuthorizer"
 
 Listed = tuple[int, list[tuple[str, int]]]
 
@@ -152,19 +150,10 @@ async def test_a_type_v1_does_not_know_fails_the_whole_request(
     assert await list_resources(raw_client, 1, types) == (UNSUPPORTED, [])
 
 
-async def _serve_with_acls(*acls: str) -> Server:
-    config = Config.from_pairs({"authorizer.class.name": AUTHORIZER})
-    return Server(config, "127.0.0.1", 0, topics=[("secret", 1)], acls=acls)
-
-
 @pytest.fixture
 async def acl_client(request: pytest.FixtureRequest) -> AsyncIterator[ProtocolClient]:
-    async with await _serve_with_acls(*request.param) as server:
-        client = await ProtocolClient.connect("127.0.0.1", server.port, "acl-test")
-        try:
-            yield client
-        finally:
-            await client.close()
+    async with authorized_client(request.param, [("secret", 1)]) as client:
+        yield client
 
 
 @pytest.mark.parametrize(
