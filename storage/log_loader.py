@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import logging
 import os
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -86,11 +87,7 @@ def load_segments(
         fsync_dir(directory)
     truncations: list[Truncation] = []
     next_offset = 0
-    # The log's tail is its last segment holding anything: a segment rolled just before a
-    # crash may follow a torn one, empty.
-    tail = len(segments) - 1
-    while tail > 0 and sizes[tail] == 0:
-        tail -= 1
+    tail = tail_index(sizes)
     for index, segment in enumerate(segments):
         assert isinstance(segment, FileSegment)
         cut = _recover(segment, index >= tail, on_batch, truncations)
@@ -105,6 +102,16 @@ def load_segments(
             segments = segments[: index + 1]
             break
     return Loaded(segments, next_offset, truncations)
+
+
+def tail_index(sizes: Sequence[int]) -> int:
+    """Which segment (by its place among the log's, of these sizes) begins the log's tail:
+    the last one holding anything, since a segment rolled just before a crash may follow a
+    torn one, empty. Damage from there on with nothing valid after it is cut off at open."""
+    tail = len(sizes) - 1
+    while tail > 0 and sizes[tail] == 0:
+        tail -= 1
+    return tail
 
 
 def _recover(

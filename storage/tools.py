@@ -20,7 +20,7 @@ from minicoord.storage import producer_snapshots
 from minicoord.storage.batch import check_batch, iter_batches
 from minicoord.storage.cleaner import CleanResult, clean
 from minicoord.storage.log import LogManager, StoreError, log_dir, logs_in
-from minicoord.storage.log_loader import CLEANED, SWAP
+from minicoord.storage.log_loader import CLEANED, SWAP, tail_index
 from minicoord.storage.scan import scan_segment
 from minicoord.storage.segment import SUFFIX
 
@@ -107,9 +107,14 @@ def verify(data_dir: Path, out: TextIO = sys.stdout) -> int:
         problems = 0
         for name, index in selected(data_dir):
             directory = log_dir(data_dir, name, index)
-            for leftover in [*directory.glob("*" + CLEANED), *directory.glob("*" + SWAP)]:
+            for leftover in directory.glob("*" + CLEANED):
                 out.write(
-                    f"note: {leftover} is an interrupted cleaning; the next start finishes it\n"
+                    f"note: {leftover} is an unfinished cleaning; the next start deletes it\n"
+                )
+            for leftover in directory.glob("*" + SWAP):
+                out.write(
+                    f"note: {leftover} is a finished cleaning whose swap-in was interrupted; the "
+                    "next start completes it\n"
                 )
             for offset in producer_snapshots.snapshot_offsets(directory):
                 snapshot = directory / producer_snapshots.snapshot_name(offset)
@@ -121,6 +126,7 @@ def verify(data_dir: Path, out: TextIO = sys.stdout) -> int:
                         "start, an older one or the batches serve instead)\n"
                     )
             segments = list(_segments(directory))
+            tail = tail_index([path.stat().st_size for path in segments])
             batches = 0
             for position, path in enumerate(segments):
                 data = path.read_bytes()
@@ -130,8 +136,8 @@ def verify(data_dir: Path, out: TextIO = sys.stdout) -> int:
                     problems += _undecodable(path, data[: scan.damage_at], out)
                 if scan.damage_at is not None:
                     problems += 1
-                    tail = position == len(segments) - 1 and not scan.valid_after
-                    what = "damaged tail (truncated at next start)" if tail else "corruption"
+                    cut = position >= tail and not scan.valid_after  # as the loader decides
+                    what = "damaged tail (truncated at next start)" if cut else "corruption"
                     out.write(f"{what}: {path} at byte {scan.damage_at}: {scan.reason}\n")
             out.write(f"{name}-{index}: {len(segments)} segments, {batches} sound batches\n")
         return problems

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import io
 import logging
 import os
 import time
@@ -17,6 +18,7 @@ from minicoord.protocol.records import (
     offset_commit_key,
     offset_commit_value,
 )
+from minicoord.storage import tools
 from minicoord.storage.batch import (
     CorruptBatch,
     StoredRecord,
@@ -529,3 +531,31 @@ def test_a_roll_hands_the_buffered_batches_to_the_os_first(tmp_path: Path) -> No
         1,
         2,
     ]
+
+
+def test_log_verify_calls_damage_what_the_loader_does_with_it(tmp_path: Path) -> None:
+    # A torn last batch followed by an empty segment (rolled just before a crash) is a tail
+    # the loader cuts, and `log verify` says so; an unfinished cleaning is deleted, a
+    # finished one's swap-in completed, and verify says which.
+    directory = tmp_path / "t-7"
+    plog = open_log(directory)
+    for i in range(5):
+        plog.append([commit("g", 0, i)], timestamp=1_000)
+    plog.flush()
+    plog.close()
+    [segment] = sorted(directory.glob("*.log"))
+    segment.write_bytes(segment.read_bytes()[:-20])
+    (directory / "00000000000000000005.log").write_bytes(b"")
+    cleaned = directory / swap_name(0, 4, CLEANED)
+    cleaned.write_bytes(b"")
+    out = io.StringIO()
+    assert tools.verify(tmp_path, out) == 1
+    report = out.getvalue()
+    assert f"damaged tail (truncated at next start): {segment} at byte" in report
+    assert "corruption" not in report
+    assert f"note: {cleaned} is an unfinished cleaning; the next start deletes it" in report
+    reopened = open_log(directory)  # no CorruptLog: the tail is cut
+    assert reopened.next_offset == 4 and len(reopened.truncations) == 1
+    assert not cleaned.exists()
+    reopened.close()
+    assert tools.verify(tmp_path, io.StringIO()) == 0
