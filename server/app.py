@@ -447,8 +447,9 @@ class Server:
         self._pool.shutdown(wait=True)
         self.broker.close()
         request_log.forget(self.broker)
-        if self._control is not None:
-            self._control.restore_log_levels()
+        from minicoord.server import log_levels
+
+        log_levels.restore(self.broker)
 
     async def __aenter__(self) -> Server:
         await self.start()

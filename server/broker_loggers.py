@@ -3,8 +3,9 @@
 As Kafka's RuntimeLoggerManager and Log4jController: DescribeConfigs lists every logger that
 exists (the root as `root`) with its effective level, and IncrementalAlterConfigs sets a
 logger's level (SET) or lets it inherit again (DELETE; not the root's), in force at once and
-for this run only. Levels have log4j's names; TRACE is Python's level 5, FATAL its CRITICAL.
-The resource is named by this node's id. Legacy AlterConfigs does not take this type.
+for this run only (put back when the server stops, as `ctl log-level`'s are). Levels have
+log4j's names; TRACE is Python's level 5, FATAL its CRITICAL. The resource is named by this
+node's id. Legacy AlterConfigs does not take this type.
 """
 
 from __future__ import annotations
@@ -79,15 +80,18 @@ def check(changes: Any) -> Refusal | None:
     return None
 
 
-def apply(changes: Any) -> None:
-    """Make checked changes (see `check`)."""
+def apply(server: object, changes: Any) -> None:
+    """Make checked changes (see `check`) on behalf of `server`, which puts the levels back
+    when it stops (log_levels.py)."""
+    from minicoord.server import log_levels
+
     log = logging.getLogger("minicoord.server")
     for c in changes:
         logger = _logger(c.name)
         assert logger is not None
         if c.config_operation == SET:
-            logger.setLevel(LEVELS[c.value])
+            log_levels.set_level(server, logger, LEVELS[c.value])
             log.warning("Updated the log level of %s to %s", c.name, c.value)
         else:
-            logger.setLevel(logging.NOTSET)
+            log_levels.set_level(server, logger, logging.NOTSET)
             log.warning("Unset the log level of %s", c.name)

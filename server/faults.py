@@ -247,11 +247,6 @@ def can_fail(api_key: int, version: int | None = None) -> bool:
     )
 
 
-# Loggers whose level a running server set: (the level before the first of them set it, the
-# ids of the controllers that set it). Levels are the process's, so this is too.
-_LEVELS_SET: dict[str, tuple[int, set[int]]] = {}
-
-
 class Controller:
     """The operator's handle on a running server (Python API and `minicoord ctl`)."""
 
@@ -263,8 +258,6 @@ class Controller:
             broker.faults = Faults()
         self.faults = broker.faults
         self._restores: dict[int, Any] = {}
-        # Loggers this server's set_log_level changed (their levels before: _LEVELS_SET).
-        self._levels_set: set[str] = set()
 
     def force_rebalance(self, group_id: str) -> bool:
         broker = self.broker
@@ -439,38 +432,15 @@ class Controller:
     def set_log_level(self, level: str, logger: str = "minicoord") -> tuple[str, str]:
         """Set a logger's level on the running server; returns (before, after) as effective
         level names. DEBUG on `minicoord` or `minicoord.requests` turns the request log on.
-
-        Levels are the process's (Python's logging): embedded servers of one process share
-        them, and once every server that set a logger's level has stopped, it is put back to
-        what it was before the first of them set it."""
-        from minicoord.server import request_log
+        Levels are the process's: the server puts it back when it stops (log_levels.py)."""
+        from minicoord.server import log_levels
 
         name = str(level).upper()
         if name not in ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL", "NOTSET"):
             raise ValueError(f"unknown log level {level!r}; DEBUG, INFO, WARNING or ERROR")
         target = logging.getLogger(logger)
         before = logging.getLevelName(target.getEffectiveLevel())
-        _LEVELS_SET.setdefault(logger, (target.level, set()))[1].add(id(self))
-        self._levels_set.add(logger)
-        target.setLevel(name)
+        log_levels.set_level(self.broker, target, name)
         after = logging.getLevelName(target.getEffectiveLevel())
-        # The one place the request log's on/off flag is recomputed while servers run.
-        request_log.refresh_all()
         log.info("control: log level of %s: %s -> %s", logger, before, after)
         return before, after
-
-    def restore_log_levels(self) -> None:
-        """The server is stopping: a logger whose level no running server set any more goes
-        back to its level from before (a later test's server must not log what an earlier
-        one asked for), whichever order the servers stop in."""
-        from minicoord.server import request_log
-
-        for logger in self._levels_set:
-            original, setters = _LEVELS_SET[logger]
-            setters.discard(id(self))
-            if not setters:
-                del _LEVELS_SET[logger]
-                logging.getLogger(logger).setLevel(original)
-        if self._levels_set:
-            self._levels_set.clear()
-            request_log.refresh_all()

@@ -7,9 +7,10 @@ Two kinds of line, on one logger:
   the request names, every error code in the answer by name, and the milliseconds from the
   decoded request to its answer.
 - INFO, for a request refused in a way the client cannot recover from by retrying (an API or
-  version we do not serve, INVALID_REQUEST, an authorization failure, a transaction when none
-  are served...). A client in a retry loop would write one per attempt, so these are limited
-  to one per client, API and reason per window, the next one saying how many were held back.
+  version we do not serve, a group or producer request the group and produce paths refuse,
+  a transaction when none are served...; the admin APIs' refusals are in their answers). A
+  client in a retry loop would write one per attempt, so these are limited to one per
+  client, API and reason per window, the next one saying how many were held back.
 
 Cost when DEBUG is off: `Broker.request_log` is None and the connection reads that one
 attribute per request; nothing here runs. It is recomputed by `refresh` when the level can

@@ -79,7 +79,7 @@ def _alter_loggers(
     if refusal is not None:
         return refusal
     if not validate_only:
-        broker_loggers.apply(resource.configs)
+        broker_loggers.apply(ctx.broker, resource.configs)
     return ErrorCode.NONE, None
 
 

@@ -252,3 +252,23 @@ async def _join_and_leave(client: ProtocolClient, group: str) -> None:
     )
     leave = LeaveGroupRequest(group_id=group, members=[member])
     assert (await client.request(leave, 5)).error_code == 0
+
+
+async def test_debug_on_the_request_logger_turns_the_request_log_on_until_the_server_stops(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    requests = logging.getLogger("minicoord.requests")
+    before = requests.level
+    with running() as s:
+        host, port = s.bootstrap.rsplit(":", 1)
+        async with await ProtocolClient.connect(host, int(port)) as client:
+            assert s.server.broker.request_log is None  # off at INFO
+            assert await alter(client, "0", ("minicoord.requests", SET, "DEBUG")) == (0, "")
+            assert s.server.broker.request_log is not None
+            await describe(client, BROKER_LOGGER, "0", ["root"])
+            assert any(
+                r.name == "minicoord.requests" and r.message.startswith("DescribeConfigs v4")
+                for r in caplog.records
+            )
+    # Put back when the server stopped: a later server in this process logs as before.
+    assert requests.level == before
