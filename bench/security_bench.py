@@ -107,15 +107,25 @@ def logins(
 
 
 def main() -> None:
+    from minicoord.bench.arg_checks import require_at_least, require_positive
     from minicoord.server.process import start_server_process
     from minicoord.server.security.certs import write_certs
 
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--members", type=int, default=64)
-    parser.add_argument("--procs", type=int, default=2)
-    parser.add_argument("--secs", type=float, default=5)
-    parser.add_argument("--logins", type=int, default=100)
+    parser.add_argument(
+        "--members", type=int, default=64, help="group members per listener (default 64)"
+    )
+    parser.add_argument("--procs", type=int, default=2, help="load processes (default 2)")
+    parser.add_argument(
+        "--secs", type=float, default=5, help="seconds of heartbeats per listener (default 5)"
+    )
+    parser.add_argument(
+        "--logins", type=int, default=100, help="connections timed per listener (default 100)"
+    )
     o = parser.parse_args()
+    # Before the server starts: a member-less group never settles, and no login has no median.
+    require_at_least(parser, o, ("members", "procs", "logins"), 1)
+    require_positive(parser, o, ("secs",))
     certs = write_certs(tempfile.mkdtemp(prefix="minicoord-bench-certs-"))
     server = start_server_process(
         {

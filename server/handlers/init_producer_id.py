@@ -5,7 +5,8 @@ epoch 0, whatever id and epoch it sends, as Kafka's coordinator answers; epoch b
 idempotent producer are the client's own (KIP-360). Ids come from blocks claimed in the
 cluster metadata log before use, so none is handed out twice, restarts included. A
 transactional id is answered COORDINATOR_NOT_AVAILABLE: there is no transaction coordinator
-(FindCoordinator says the same). v2 is flexible; v3 carries the producer's id and epoch; v4
+(FindCoordinator refuses a transactional id with INVALID_REQUEST first, so a client gets here
+only without looking its coordinator up). v2 is flexible; v3 carries the producer's id and epoch; v4
 PRODUCER_FENCED; v5 TRANSACTION_ABORTABLE.
 """
 

@@ -386,3 +386,24 @@ def test_every_spark_scenario_option_says_what_it_is() -> None:
     for action in build_parser()._actions:
         if action.dest != "scenario":
             assert action.help, action.option_strings
+
+
+@pytest.mark.parametrize(
+    ("args", "flag"),
+    [
+        (["--members", "0"], "--members"),
+        (["--logins", "0"], "--logins"),
+        (["--secs", "0"], "--secs"),
+    ],
+)
+def test_the_security_bench_refuses_bad_arguments_before_its_server(
+    args: list[str], flag: str
+) -> None:
+    # It waited for a member-less group, or divided by zero logins, after starting a server.
+    done = subprocess.run(
+        [sys.executable, "-m", "minicoord.bench.security_bench", *args],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert_one_line_error(done, "security_bench.py", flag, "must be")
