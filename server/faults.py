@@ -212,9 +212,11 @@ def error_response(spec: Any, version: int, request: Any, error: ErrorCode) -> A
             group_cls(group_id=g.group_id, topics=[], error_code=error) for g in request.groups
         ]
         return response_cls(version=version, throttle_time_ms=0, groups=groups)
-    if key in (17, 36):  # the SASL APIs: no throttle time
-        return response_cls(version=version, error_code=error)
-    if "error_code" in response_cls._struct.fields:
+    fields = response_cls._struct.fields
+    if "error_code" in fields:
+        # The SASL APIs and DescribeQuorum have no throttle time.
+        if "throttle_time_ms" not in fields:
+            return response_cls(version=version, error_code=error)
         return response_cls(version=version, throttle_time_ms=0, error_code=error)
     raise ValueError(f"{spec.name} v{version} has no error field to inject into")
 
