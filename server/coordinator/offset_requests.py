@@ -332,14 +332,14 @@ class OffsetRequests:
             else:
                 self.offsets.delete(fx, partition, group_id, tp)
                 errors.append(ErrorCode.NONE)
-        if group.state is GroupState.EMPTY and not self.offsets.has_offsets(group_id):
-            # Nothing is left of it: remove it now, as the retention check would, so that the
-            # live state stays what replaying the log gives.
-            self.groups.expire(fx, now, group)
+        # An Empty group left with no offsets stays until the next retention check removes it
+        # (Kafka's cleanupGroupMetadata): until then it is listed, described and deletable.
         return fx.result((ErrorCode.NONE, errors))
 
     def delete_topic_offsets(self, now: int, topic: str) -> Result[int]:
-        """A topic was deleted: every group's offsets for it go (tombstones), as in Kafka."""
+        """A topic was deleted: every group's offsets for it go (tombstones), as in Kafka's
+        onPartitionsDeleted. A group left Empty with no offsets stays until the next retention
+        check (cleanupGroupMetadata), as after OffsetDelete."""
         fx = Effects()
         deleted = 0
         for gid in list(self.offsets.offsets):
@@ -349,14 +349,6 @@ class OffsetRequests:
             for tp in [tp for tp in self.offsets.all_for(gid) if tp[0] == topic]:
                 self.offsets.delete(fx, partition, gid, tp)
                 deleted += 1
-            group = self.groups.groups.get(gid)
-            if (
-                group is not None
-                and group.state is GroupState.EMPTY
-                and not self.offsets.has_offsets(gid)
-            ):
-                # Nothing is left of it: as after OffsetDelete, live state stays what replay gives.
-                self.groups.expire(fx, now, group)
         return fx.result(deleted)
 
 

@@ -278,3 +278,25 @@ def test_commit_one_decides_as_commit_offsets_does(
         written = [decoded(record) for _, record in h.records[before:]]
         outcomes.append((errors, written, h.coordinator.fetch_offsets(GROUP, None)))
     assert outcomes[0] == outcomes[1]
+
+
+@pytest.mark.parametrize("how", ["offset-delete", "topic-deleted"])
+def test_an_empty_group_left_without_offsets_stays_until_the_retention_check(how: str) -> None:
+    # Kafka writes only the offsets' tombstones (deleteOffsets, onPartitionsDeleted); the group
+    # goes at the next cleanupGroupMetadata. Until then it is there, and DeleteGroups of it
+    # (a test's teardown after deleting its topic) succeeds.
+    h = Harness(offsets_retention_check_interval_ms=60_000)
+    h.coordinator.start(0)
+    for group_id in (GROUP, "other"):
+        h.commit(0, [E("t", 0, 1)], group_id=group_id)
+    if how == "offset-delete":
+        for group_id in (GROUP, "other"):
+            h.absorb(h.coordinator.delete_offsets(10, group_id, [("t", 0)]))
+    else:
+        h.absorb(h.coordinator.delete_topic_offsets(10, "t"))
+    assert h.group(GROUP).state.name == "EMPTY" and h.group("other").state.name == "EMPTY"
+    assert h.absorb(h.coordinator.delete_groups(20, [GROUP])).value == [ErrorCode.NONE]
+    h.advance(59_999)
+    assert "other" in h.coordinator.groups.groups
+    h.advance(60_000)  # the retention check
+    assert "other" not in h.coordinator.groups.groups
