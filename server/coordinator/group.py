@@ -26,6 +26,7 @@ class Group:
         "generation_id",
         "group_id",
         "in_initial_delay",
+        "in_log",
         "initial_delay_remaining_ms",
         "leader_id",
         "members",
@@ -59,6 +60,10 @@ class Group:
         # Members that got their JoinGroup answer but have not sent SyncGroup yet.
         self.pending_sync: set[str] = set()
         self.static_members: dict[str, str] = {}
+        # Whether a GroupMetadata value of it is in the log (written, or replayed): a group
+        # that only ever stored offsets has none, and replaying the log makes it only from
+        # offsets that survive.
+        self.in_log = False
         # How many members support each protocol name: the candidates are those all support.
         # A plain dict, not a Counter: a dict subclass's reads and writes are slower, and
         # every member joining a crowd counts here.

@@ -332,14 +332,12 @@ class OffsetRequests:
             else:
                 self.offsets.delete(fx, partition, group_id, tp)
                 errors.append(ErrorCode.NONE)
-        # An Empty group left with no offsets stays until the next retention check removes it
-        # (Kafka's cleanupGroupMetadata): until then it is listed, described and deletable.
+        self._drop_if_nothing_left(fx, now, group)
         return fx.result((ErrorCode.NONE, errors))
 
     def delete_topic_offsets(self, now: int, topic: str) -> Result[int]:
         """A topic was deleted: every group's offsets for it go (tombstones), as in Kafka's
-        onPartitionsDeleted. A group left Empty with no offsets stays until the next retention
-        check (cleanupGroupMetadata), as after OffsetDelete."""
+        onPartitionsDeleted; a group left Empty with none, as after OffsetDelete."""
         fx = Effects()
         deleted = 0
         for gid in list(self.offsets.offsets):
@@ -349,7 +347,23 @@ class OffsetRequests:
             for tp in [tp for tp in self.offsets.all_for(gid) if tp[0] == topic]:
                 self.offsets.delete(fx, partition, gid, tp)
                 deleted += 1
+            group = self.groups.groups.get(gid)
+            if group is not None and not is_consumer_group(group):
+                self._drop_if_nothing_left(fx, now, group)
         return fx.result(deleted)
+
+    def _drop_if_nothing_left(self, fx: Effects, now: int, group: Group) -> None:
+        """After offsets were deleted: an Empty classic group that had members (its metadata
+        is in the log) stays until the next retention check removes it, as Kafka's
+        cleanupGroupMetadata does, listed and deletable meanwhile. One that only ever stored
+        offsets goes at once: nothing of it is left in the log, so replaying the log would
+        not bring it back (Kafka's replay would, from the deleted offsets' records)."""
+        if (
+            group.state is GroupState.EMPTY
+            and not group.in_log
+            and not self.offsets.has_offsets(group.group_id)
+        ):
+            self.groups.expire(fx, now, group)
 
 
 def _validate_consumer_commit(

@@ -84,6 +84,7 @@ class PartitionReplay:
 
 def rebuild_group(group_id: str, partition: int, value: Any, now: int) -> Group:
     group = Group(group_id, partition, now)
+    group.in_log = True
     group.generation_id = value.generation
     group.protocol_type = value.protocol_type or None
     group.protocol_name = value.protocol

@@ -284,17 +284,23 @@ def test_commit_one_decides_as_commit_offsets_does(
 def test_an_empty_group_left_without_offsets_stays_until_the_retention_check(how: str) -> None:
     # Kafka writes only the offsets' tombstones (deleteOffsets, onPartitionsDeleted); the group
     # goes at the next cleanupGroupMetadata. Until then it is there, and DeleteGroups of it
-    # (a test's teardown after deleting its topic) succeeds.
+    # (a test's teardown after deleting its topic) succeeds. A group that only ever stored
+    # offsets has nothing left in the log: it goes at once (as replaying the log gives).
     h = Harness(offsets_retention_check_interval_ms=60_000)
     h.coordinator.start(0)
+    spec = {"client_id": "c", "protocols": [("range", subscription("t"))]}
     for group_id in (GROUP, "other"):
-        h.commit(0, [E("t", 0, 1)], group_id=group_id)
+        (member,) = h.stable(0, {**spec, "group_id": group_id})
+        h.commit(1, [E("t", 0, 1)], group_id=group_id, generation_id=1, member_id=member)
+        h.leave(2, (member, None), group_id=group_id)
+    h.commit(3, [E("t", 0, 1)], group_id="offsets-only")
     if how == "offset-delete":
-        for group_id in (GROUP, "other"):
+        for group_id in (GROUP, "other", "offsets-only"):
             h.absorb(h.coordinator.delete_offsets(10, group_id, [("t", 0)]))
     else:
         h.absorb(h.coordinator.delete_topic_offsets(10, "t"))
     assert h.group(GROUP).state.name == "EMPTY" and h.group("other").state.name == "EMPTY"
+    assert "offsets-only" not in h.coordinator.groups.groups
     assert h.absorb(h.coordinator.delete_groups(20, [GROUP])).value == [ErrorCode.NONE]
     h.advance(59_999)
     assert "other" in h.coordinator.groups.groups

@@ -497,6 +497,7 @@ class GroupManager(JoinPhase):
     # -- records --------------------------------------------------------------------------
 
     def _persist_group(self, fx: Effects, now: int, group: Group) -> None:
+        group.in_log = True
         protocol = group.protocol_name
         value = group_metadata_value(
             group.protocol_type or "",
