@@ -339,6 +339,15 @@ def java_integer(text: str) -> int:
     return int(text)
 
 
+def node_id(text: str) -> int | None:
+    """`text` as Java's Integer.parseInt reads a node id (Kafka's ConfigHelper and
+    RuntimeLoggerManager), None where it throws: not an integer, or outside 32 bits."""
+    if not _JAVA_INTEGER.fullmatch(text):
+        return None
+    value = int(text)
+    return value if -(1 << 31) <= value < (1 << 31) else None
+
+
 def java_double(text: str) -> float:
     """ValueError unless Java would read `text` as a double."""
     if not _JAVA_DOUBLE.fullmatch(text):

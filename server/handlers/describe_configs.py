@@ -11,7 +11,6 @@ are kept). v4 is flexible.
 
 from __future__ import annotations
 
-import re
 from typing import Any
 
 from kafka.protocol.admin import DescribeConfigsResponse
@@ -19,7 +18,7 @@ from minicoord.protocol.apis import SPECS
 from minicoord.protocol.errors import ErrorCode
 from minicoord.server import broker_loggers
 from minicoord.server.broker_loggers import BROKER_LOGGER
-from minicoord.server.config import Config
+from minicoord.server.config import Config, node_id
 from minicoord.server.group_configs import GROUP_RESOURCE
 from minicoord.server.handlers.base import Handler, RequestContext
 from minicoord.server.security import authorize
@@ -27,8 +26,6 @@ from minicoord.server.topic_configs import ConfigSource, ConfigType
 from minicoord.server.topics import topic_name_error
 
 API_KEY = 32
-# What Java's Integer.parseInt takes (Python's int() takes more: spaces, underscores).
-_JAVA_INT = re.compile(r"[+-]?[0-9]{1,10}")
 RESOURCE_TOPIC = 2
 RESOURCE_BROKER = 4
 CLIENT_METRICS = 16
@@ -83,11 +80,11 @@ def handle(ctx: RequestContext, request: Any) -> Any:
             node = ctx.broker.config.broker_id
             if not r.resource_name:
                 configs = []  # no cluster-wide dynamic defaults
-            elif not _JAVA_INT.fullmatch(r.resource_name):
+            elif (named := node_id(r.resource_name)) is None:
                 # ConfigHelper.resourceNameToBrokerId: Java's Integer.parseInt, so "00" is 0.
                 error = ErrorCode.INVALID_REQUEST
                 message = f"Broker id must be an integer, but it is: {r.resource_name}"
-            elif int(r.resource_name) != node:
+            elif named != node:
                 error = ErrorCode.INVALID_REQUEST
                 message = (
                     f"Unexpected broker id, expected {node} or empty string, but received "
@@ -100,10 +97,10 @@ def handle(ctx: RequestContext, request: Any) -> Any:
             # ConfigHelper's checks and words for this type.
             if not r.resource_name:
                 error, message = ErrorCode.INVALID_REQUEST, "Broker id must not be empty"
-            elif not _JAVA_INT.fullmatch(r.resource_name):
+            elif (named := node_id(r.resource_name)) is None:
                 error = ErrorCode.INVALID_REQUEST
                 message = f"Broker id must be an integer, but it is: {r.resource_name}"
-            elif int(r.resource_name) != node:
+            elif named != node:
                 error = ErrorCode.INVALID_REQUEST
                 message = f"Unexpected broker id, expected {node} but received {r.resource_name}"
             else:

@@ -11,7 +11,6 @@ The broker's loggers (type 8) take a level, or lose theirs (server/broker_logger
 
 from __future__ import annotations
 
-import re
 from collections import Counter
 from collections.abc import Callable
 from typing import Any
@@ -21,6 +20,7 @@ from minicoord.protocol.apis import SPECS
 from minicoord.protocol.errors import ErrorCode
 from minicoord.server import broker_loggers
 from minicoord.server.broker_loggers import BROKER_LOGGER
+from minicoord.server.config import node_id
 from minicoord.server.coordinator.results import Result
 from minicoord.server.group_configs import DEFS as GROUP_CONFIGS
 from minicoord.server.group_configs import GROUP_RESOURCE
@@ -38,8 +38,6 @@ API_KEY = 44
 RESOURCE_TOPIC = 2
 RESOURCE_BROKER = 4
 RESOURCE_CLIENT_METRICS = 16
-# What Java's Integer.parseInt takes (a node id).
-_JAVA_INT = re.compile(r"[+-]?[0-9]{1,10}")
 SET, DELETE, APPEND, SUBTRACT = 0, 1, 2, 3
 # A resource's new overrides from its current ones, the definitions of its kind's configs
 # and the kind's name in messages ("topic", "group"); InvalidConfig to refuse.
@@ -70,9 +68,10 @@ def _alter_loggers(
         return refusal
     node = ctx.broker.config.broker_id
     name = resource.resource_name
-    if not _JAVA_INT.fullmatch(name):
+    named = node_id(name)
+    if named is None:
         return ErrorCode.INVALID_REQUEST, f"Node id must be an integer, but it is: {name}"
-    if int(name) != node:
+    if named != node:
         message = f"Unexpected node id. Expected {node}, but received {name}"
         return ErrorCode.INVALID_REQUEST, message
     refusal = broker_loggers.check(resource.configs)

@@ -127,6 +127,7 @@ async def test_a_level_is_set_described_and_unset(raw_client: ProtocolClient) ->
         ("0", (LOGGER, SUBTRACT, "INFO"), 42, f"SUBTRACT operation is {NOT_FOR_LOGGERS}"),
         ("zero", (LOGGER, SET, "INFO"), 42, "Node id must be an integer, but it is: zero"),
         ("", (LOGGER, SET, "INFO"), 42, "Node id must be an integer, but it is: "),
+        ("4294967296", (LOGGER, SET, "INFO"), 42, "Node id must be an integer, but it is: 4294967296"),  # noqa: E501
         ("7", (LOGGER, SET, "INFO"), 42, "Unexpected node id. Expected 0, but received 7"),
     ],
 )  # fmt: skip
