@@ -505,6 +505,22 @@ def check_reachable(parser: argparse.ArgumentParser, o: dict[str, Any]) -> None:
             require_reachable(parser.prog, option, parse_address(o[key]))
 
 
+def _raise_exit(signum: int, frame: object) -> None:
+    raise SystemExit(128 + signum)
+
+
+def exit_on_stop_signals() -> None:
+    """SIGTERM and SIGHUP as SystemExit, for a process that is a bench and nothing else.
+
+    Their default action ends the process where it stands, leaving every server a scenario
+    started (lean, footprint, the Spark runner's) running with no one to stop it; as an
+    exception, the `finally` that stops each one runs."""
+    import signal
+
+    for sig in (signal.SIGTERM, signal.SIGHUP):
+        signal.signal(sig, _raise_exit)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args_in = list(sys.argv[1:] if argv is None else argv)
     if args_in[:1] == ["lean"]:

@@ -162,8 +162,11 @@ def main(argv: Sequence[str] | None = None, *, whole_process: bool = False) -> i
     args, rest = _parse(argv)
     if args.command == "bench":
         # Imported here: pyspark and matplotlib load only for benchmarks, never for serve.
+        from minicoord.bench.cli import exit_on_stop_signals
         from minicoord.bench.cli import main as bench_main
 
+        if whole_process:  # not when a test calls main(): its process keeps its handlers
+            exit_on_stop_signals()
         return bench_main(rest)
     from minicoord.server.logfmt import configure
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import re
+import sys
 from collections.abc import Callable
 
 import pytest
@@ -93,3 +94,60 @@ def test_a_peer_refusing_the_joins_is_named_once(
         "ask for 300,000 ms sessions: the server must allow them, e.g. "
         "group.max.session.timeout.ms of at least 300000)"
     ]
+
+
+def _descendants(pid: int) -> set[int]:
+    """Every live process under `pid`, from /proc's parent links."""
+    import os
+
+    parents: dict[int, int] = {}
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/stat") as f:
+                    # The field after the parenthesised name is the state, then the parent.
+                    parents[int(entry)] = int(f.read().rsplit(")", 1)[1].split()[1])
+            except (OSError, IndexError, ValueError):
+                continue  # gone meanwhile
+    found, frontier = set(), {pid}
+    while frontier:
+        frontier = {child for child, parent in parents.items() if parent in frontier} - found
+        found |= frontier
+    return found
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
+def test_a_terminated_bench_stops_the_servers_it_started() -> None:
+    # A CI job that times out, or a user's `kill`, sends SIGTERM: the bench's servers and
+    # load processes must go with it, not stay listening with no one to stop them.
+    import os
+    import signal
+    import subprocess
+    import time
+
+    cmd = [sys.executable, "-m", "minicoord.server.cli", "bench", "lean", "--api", "heartbeat"]
+    cmd += ["--members", "2", "--procs", "1", "--secs", "30", "--rounds", "3"]
+    bench = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    started: set[int] = set()
+    try:
+        deadline = time.monotonic() + 60
+        # Running once its server and a load process are up (the load runs 30 s a round).
+        while len(started) < 2 and time.monotonic() < deadline and bench.poll() is None:
+            time.sleep(0.2)
+            started = _descendants(bench.pid)
+        assert len(started) >= 2, f"bench did not start its server and load: {started}"
+        bench.send_signal(signal.SIGTERM)
+        assert bench.wait(30) == 128 + signal.SIGTERM
+        deadline = time.monotonic() + 15
+        while (alive := {p for p in started if os.path.exists(f"/proc/{p}")}) and (
+            time.monotonic() < deadline
+        ):
+            time.sleep(0.1)
+        assert not alive, f"left running after the bench ended: {alive}"
+    finally:
+        if bench.poll() is None:
+            bench.kill()
+            bench.wait(10)
+        for pid in started:  # what a failure left running
+            if os.path.exists(f"/proc/{pid}"):
+                os.kill(pid, signal.SIGKILL)
