@@ -323,7 +323,7 @@ def test_an_out_folder_that_holds_a_run_is_refused(tmp_path: Path) -> None:
 def test_an_empty_out_folder_is_taken(tmp_path: Path) -> None:
     import argparse
 
-    from minicoord.bench.cli import check_out
+    from minicoord.bench.scenario_args import check_out
 
     parser = argparse.ArgumentParser(prog=BENCH)
     check_out(parser, {"out": str(tmp_path)})  # empty: no error
@@ -381,7 +381,7 @@ def test_a_bootstrap_that_is_not_kafka_is_one_line(tmp_path: Path) -> None:
 
 
 def test_every_spark_scenario_option_says_what_it_is() -> None:
-    from minicoord.bench.cli import build_parser
+    from minicoord.bench.scenario_args import build_parser
 
     for action in build_parser()._actions:
         if action.dest != "scenario":
