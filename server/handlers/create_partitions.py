@@ -51,10 +51,9 @@ def handle(ctx: RequestContext, request: Any) -> Any:
         elif too_many:
             error, message = ErrorCode.POLICY_VIOLATION, TOO_MANY
         elif topic is None:
-            error, message = (
-                ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
-                "This server does not host this topic.",
-            )
+            # ReplicationControlManager throws UnknownTopicOrPartitionException() without a
+            # message, and ApiError.fromThrowable keeps none.
+            error, message = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, None
         elif topic.internal:
             error = ErrorCode.INVALID_REQUEST
             message = f"the partition count of {topic.name} is offsets.topic.num.partitions"

@@ -75,8 +75,14 @@ def handle(ctx: RequestContext, request: Any) -> Any:
             elif checked and target is not None and not _may(ctx, authorize.DELETE, target):
                 error, message = ErrorCode.TOPIC_AUTHORIZATION_FAILED, None
             elif topic is None:
-                error = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION if name else ErrorCode.UNKNOWN_TOPIC_ID
-                message = "This server does not host this topic."
+                # Kafka's ApiError(error): the error's own words (ReplicationControlManager's
+                # findTopicIds and findTopicNames).
+                if name:
+                    error = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+                    message = "This server does not host this topic-partition."
+                else:
+                    error = ErrorCode.UNKNOWN_TOPIC_ID
+                    message = "This server does not host this topic ID."
             elif topic.name in names_seen:
                 error, message = ErrorCode.INVALID_REQUEST, "Duplicate topic name."
             elif topic.internal:

@@ -11,6 +11,7 @@ import pytest
 from datakit import create_topics, incremental_alter, legacy_alter, new_topic
 from kafka.protocol.admin import (
     CreatePartitionsRequest,
+    DeleteTopicsRequest,
     DescribeConfigsRequest,
 )
 from kafka.protocol.metadata import FindCoordinatorRequest
@@ -257,3 +258,48 @@ async def test_more_than_ten_thousand_new_partitions_in_one_request_are_refused(
                 {t.name for t in broker.topics.user_topics()},
             )
         ) == ([1, 1], {"small", "other"})
+
+
+@pytest.mark.asyncio
+async def test_unknown_topics_are_refused_in_kafkas_words() -> None:
+    # DeleteTopics: ReplicationControlManager's findTopicIds / findTopicNames answer
+    # ApiError(error), the error's own message; CreatePartitions throws
+    # UnknownTopicOrPartitionException() and ApiError.fromThrowable keeps no message.
+    import uuid
+
+    with running() as server:
+        host, port = server.bootstrap.rsplit(":", 1)
+        async with await ProtocolClient.connect(host, int(port)) as client:
+            state = DeleteTopicsRequest.DeleteTopicState
+            deleted = await client.request(
+                DeleteTopicsRequest(
+                    version=6,
+                    topics=[
+                        state(name="nosuch", topic_id=None),
+                        state(name=None, topic_id=uuid.uuid4()),
+                    ],
+                    timeout_ms=1000,
+                ),
+                6,
+            )
+            assert [(r.name, r.error_code, r.error_message) for r in deleted.responses] == [
+                (
+                    "nosuch",
+                    ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+                    "This server does not host this topic-partition.",
+                ),
+                (None, ErrorCode.UNKNOWN_TOPIC_ID, "This server does not host this topic ID."),
+            ]
+            grow = CreatePartitionsRequest.CreatePartitionsTopic
+            grown = await client.request(
+                CreatePartitionsRequest(
+                    version=3,
+                    topics=[grow(name="nosuch", count=3, assignments=None)],
+                    timeout_ms=1000,
+                    validate_only=False,
+                ),
+                3,
+            )
+            assert [(r.name, r.error_code, r.error_message) for r in grown.results] == [
+                ("nosuch", ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, None)
+            ]
