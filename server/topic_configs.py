@@ -47,7 +47,8 @@ class ConfigDef:
     type: ConfigType
     default: str
     doc: str
-    # The broker config whose value is the default for every topic, if minicoord has it.
+    # Its broker synonym (the first of Kafka's ServerTopicConfigSynonyms): the default for
+    # every topic where minicoord has that broker config, and named in DescribeConfigs.
     synonym: str | None = None
     minimum: float | None = None
     maximum: float | None = None
@@ -153,26 +154,29 @@ TOPIC_CONFIGS: dict[str, ConfigDef] = _defs(
               "compression.type",
               choices=("uncompressed", "zstd", "lz4", "snappy", "gzip", "producer")),
     ConfigDef("compression.gzip.level", INT, "-1", "The compression level for gzip.",
-              check=_gzip_level),
-    ConfigDef("compression.lz4.level", INT, "9", "The compression level for lz4.", None, 1, 17),
-    ConfigDef("compression.zstd.level", INT, "3", "The compression level for zstd.", None,
-              -131072, 22),
+              "compression.gzip.level", check=_gzip_level),
+    ConfigDef("compression.lz4.level", INT, "9", "The compression level for lz4.",
+              "compression.lz4.level", 1, 17),
+    ConfigDef("compression.zstd.level", INT, "3", "The compression level for zstd.",
+              "compression.zstd.level", -131072, 22),
     ConfigDef("delete.retention.ms", L, "86400000", "How long delete tombstone markers are "
               "retained for log compacted topics.", "log.cleaner.delete.retention.ms", 0),
     ConfigDef("file.delete.delay.ms", L, "60000", "The time to wait before deleting a file "
-              "from the filesystem.", None, 0),
+              "from the filesystem.", "log.segment.delete.delay.ms", 0),
     ConfigDef("flush.messages", L, str(LONG_MAX), "Messages after which a log is fsync'd.",
-              None, 1),
-    ConfigDef("flush.ms", L, str(LONG_MAX), "Time after which a log is fsync'd.", None, 0),
+              "log.flush.interval.messages", 1),
+    ConfigDef("flush.ms", L, str(LONG_MAX), "Time after which a log is fsync'd.",
+              "log.flush.interval.ms", 0),
     ConfigDef("follower.replication.throttled.replicas", LI, "", "Replicas to throttle.",
               check=_throttled_replicas("follower.replication.throttled.replicas")),
     ConfigDef("index.interval.bytes", INT, "4096", "How frequently an offset index entry is "
-              "added.", None, 0),
+              "added.", "log.index.interval.bytes", 0),
     ConfigDef("leader.replication.throttled.replicas", LI, "", "Replicas to throttle.",
               check=_throttled_replicas("leader.replication.throttled.replicas")),
     ConfigDef("local.retention.bytes", L, "-2", "Local log size kept with tiered storage.",
-              None, -2),
-    ConfigDef("local.retention.ms", L, "-2", "Local log age kept with tiered storage.", None, -2),
+              "log.local.retention.bytes", -2),
+    ConfigDef("local.retention.ms", L, "-2", "Local log age kept with tiered storage.",
+              "log.local.retention.ms", -2),
     ConfigDef("max.compaction.lag.ms", L, str(LONG_MAX), "The maximum time a message will "
               "remain ineligible for compaction in the log.",
               "log.cleaner.max.compaction.lag.ms", 1),
@@ -190,9 +194,9 @@ TOPIC_CONFIGS: dict[str, ConfigDef] = _defs(
     ConfigDef("min.compaction.lag.ms", L, "0", "The minimum time a message will remain "
               "uncompacted in the log.", "log.cleaner.min.compaction.lag.ms", 0),
     ConfigDef("min.insync.replicas", INT, "1", "The minimum number of replicas that must "
-              "acknowledge a write with acks=all.", None, 1),
+              "acknowledge a write with acks=all.", "min.insync.replicas", 1),
     ConfigDef("preallocate", B, "false", "Preallocate the file on disk when creating a new "
-              "log segment."),
+              "log segment.", "log.preallocate"),
     ConfigDef("remote.log.copy.disable", B, "false", "Tiered storage: stop copying segments."),
     ConfigDef("remote.log.delete.on.disable", B, "false", "Tiered storage: delete on disable."),
     ConfigDef("remote.storage.enable", B, "false", "Tiered storage for the topic.",
@@ -204,11 +208,13 @@ TOPIC_CONFIGS: dict[str, ConfigDef] = _defs(
     ConfigDef("segment.bytes", INT, "1073741824", "The segment file size for the log.",
               "log.segment.bytes", 1_048_576),
     ConfigDef("segment.index.bytes", INT, "10485760", "The size of the index that maps offsets "
-              "to file positions.", None, 4),
-    ConfigDef("segment.jitter.ms", L, "0", "Jitter subtracted from segment.ms.", None, 0),
+              "to file positions.", "log.index.size.max.bytes", 4),
+    ConfigDef("segment.jitter.ms", L, "0", "Jitter subtracted from segment.ms.",
+              "log.roll.jitter.ms", 0),
     ConfigDef("segment.ms", L, "604800000", "The period after which the log rolls even if the "
               "segment file isn't full.", "log.roll.ms", 1),
-    ConfigDef("unclean.leader.election.enable", B, "false", "Unclean leader election."),
+    ConfigDef("unclean.leader.election.enable", B, "false", "Unclean leader election.",
+              "unclean.leader.election.enable"),
 )  # fmt: skip
 
 

@@ -99,8 +99,19 @@ def topic_name_error(name: str | None) -> str | None:
     return f"Topic name is invalid: {reason}"
 
 
+STATIC, DEFAULT = ConfigSource.STATIC_BROKER_CONFIG, ConfigSource.DEFAULT_CONFIG
+# Broker synonyms whose Kafka default is null (the time is given in hours by another config,
+# or not at all): Kafka's ConfigHelper names them only when set, never as DEFAULT_CONFIG.
+UNSET_BY_DEFAULT = frozenset(
+    ("log.retention.ms", "log.roll.ms", "log.roll.jitter.ms", "log.flush.interval.ms")
+)
+
+
 def broker_defaults(config: Config) -> BrokerDefaults:
-    """The broker configs that are topic defaults, with where their value came from."""
+    """The broker synonyms of topic configs that have a value, with where it came from, as
+    Kafka's ConfigHelper.configSynonyms lists them: set at start (STATIC_BROKER_CONFIG), else
+    the broker's default (DEFAULT_CONFIG), which for a broker config minicoord does not have
+    is the topic config's own (the same value in Kafka)."""
     from minicoord.server.topic_configs import TOPIC_CONFIGS
 
     out: dict[str, tuple[str, ConfigSource]] = {}
@@ -108,14 +119,11 @@ def broker_defaults(config: Config) -> BrokerDefaults:
         name = definition.synonym
         if name is None:
             continue
-        value = config.value_of(name)
-        if value is not None:
-            source = (
-                ConfigSource.STATIC_BROKER_CONFIG
-                if name in config.explicit
-                else ConfigSource.DEFAULT_CONFIG
-            )
-            out[name] = (value, source)
+        if name in config.explicit:
+            out[name] = (config.value_of(name) or definition.default, STATIC)
+        elif name not in UNSET_BY_DEFAULT:
+            value = config.value_of(name)
+            out[name] = (definition.default if value is None else value, DEFAULT)
     return out
 
 

@@ -362,3 +362,31 @@ def test_broker_synonyms_set_every_topics_defaults() -> None:
         entry = described[name]
         assert entry.source is ConfigSource.STATIC_BROKER_CONFIG, name
         assert (synonym, settings[synonym], ConfigSource.STATIC_BROKER_CONFIG) in entry.synonyms
+
+
+def test_default_synonyms_are_the_ones_kafka_lists() -> None:
+    # ConfigHelper.configSynonyms lists the broker synonym's own value and default, and a
+    # broker config whose default is null (log.retention.ms, log.roll.ms: the hours configs
+    # hold the default) only when it is set.
+    from minicoord.server.config import Config
+    from minicoord.server.topic_configs import ConfigSource
+
+    default = ConfigSource.DEFAULT_CONFIG
+    plane = Plane(Config.from_pairs({"log.roll.ms": "100"}))
+    described = {e.name: e for e in plane.topics.config_of(plane.topic("t")).describe()}
+    assert described["retention.ms"].synonyms == ()
+    assert described["flush.ms"].synonyms == ()
+    assert described["segment.jitter.ms"].synonyms == ()
+    assert described["segment.ms"].synonyms == (
+        ("log.roll.ms", "100", ConfigSource.STATIC_BROKER_CONFIG),
+    )
+    for name, synonym, value in [
+        ("min.insync.replicas", "min.insync.replicas", "1"),
+        ("file.delete.delay.ms", "log.segment.delete.delay.ms", "60000"),
+        ("segment.index.bytes", "log.index.size.max.bytes", "10485760"),
+        ("preallocate", "log.preallocate", "false"),
+        ("compression.zstd.level", "compression.zstd.level", "3"),
+        ("retention.bytes", "log.retention.bytes", "-1"),
+    ]:
+        entry = described[name]
+        assert (entry.source, entry.synonyms) == (default, ((synonym, value, default),)), name
