@@ -69,6 +69,10 @@ def scan_batches(
             want = max(extent[1] if extent else 0, SCAN_CHUNK)
             chunk = read(pos, min(size - pos, want))
             extent = batch_extent(chunk, 0)
+            if extent is not None and len(chunk) < extent[1] <= size - pos:
+                # Only now is its length known (the last chunk cut its prefix), and it is
+                # larger than a chunk: read it whole.
+                chunk = read(pos, extent[1])
         reason: str
         if extent is None:
             reason = "partial batch header"

@@ -29,7 +29,7 @@ from minicoord.storage.batch import (
 from minicoord.storage.cleaner import clean
 from minicoord.storage.log_loader import CLEANED, SWAP, CorruptLog, swap_name
 from minicoord.storage.partition_log import PartitionLog
-from minicoord.storage.scan import scan_segment
+from minicoord.storage.scan import SCAN_CHUNK, scan_segment
 
 
 def commit(group: str, partition: int, offset: int) -> Record:
@@ -205,6 +205,36 @@ def test_a_damaged_length_field_is_not_mistaken_for_a_torn_tail(tmp_path: Path) 
     assert scan.damage_at == 0 and scan.valid_after
     with pytest.raises(CorruptLog):
         open_log(tmp_path)
+
+
+@pytest.mark.parametrize(
+    "values",
+    [
+        # Two batches of 1,048,582 bytes (each within the default message.max.bytes): the
+        # first chunk ends inside the second one's length prefix.
+        [1_048_510, 1_048_510],
+        # The sizes a kgo producer wrote, then small batches after them.
+        [1_000_000, 1_048_500, 1_048_508, 10, 10],
+        # The first chunk ends `left` bytes into a 2 MB batch (a first batch of one record
+        # with a 2-byte key is its value plus 74 bytes): at its start, inside its 12-byte
+        # length prefix, and just past it.
+        *[[SCAN_CHUNK - 74 - left, 2_000_000, 10] for left in (0, 1, 6, 11, 12)],
+    ],
+)
+def test_batches_larger_than_a_scan_chunk_read_back_after_a_restart(
+    tmp_path: Path, values: list[int]
+) -> None:
+    # The scan reads a segment SCAN_CHUNK bytes at a time; a batch larger than that whose
+    # length prefix the chunk cut must be read whole, not judged from a chunk's worth.
+    plog = open_log(tmp_path, segment_bytes=1 << 30)
+    for i, n in enumerate(values):
+        append(plog, [Record(b"k%d" % i, bytes([i]) * n)], timestamp=i)
+    plog.close()
+    (segment,) = tmp_path.glob("*.log")
+    scan = scan_segment(segment.read_bytes(), 0)
+    assert (scan.damage_at, scan.batches, scan.next_offset) == (None, len(values), len(values))
+    again = open_log(tmp_path, segment_bytes=1 << 30)
+    assert [(r.offset, len(r.value or b"")) for r in again.records()] == list(enumerate(values))
 
 
 def test_compaction_keeps_the_latest_value_per_key(tmp_path: Path) -> None:
