@@ -237,6 +237,21 @@ def test_batches_larger_than_a_scan_chunk_read_back_after_a_restart(
     assert [(r.offset, len(r.value or b"")) for r in again.records()] == list(enumerate(values))
 
 
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.integers(0, 700), min_size=1, max_size=12), st.integers(100, 300))
+def test_a_scan_reads_every_batch_whatever_the_chunk_size(sizes: list[int], chunk: int) -> None:
+    # Every alignment of batches against chunk boundaries, at a small scale: batches below,
+    # at and above the chunk size, in any order.
+    from unittest import mock
+
+    data = b"".join(
+        encode_batch(i, [Record(b"k", bytes(n))], timestamp=i) for i, n in enumerate(sizes)
+    )
+    with mock.patch("minicoord.storage.scan.SCAN_CHUNK", chunk):
+        scan = scan_segment(data, 0)
+    assert (scan.damage_at, scan.batches, scan.next_offset) == (None, len(sizes), len(sizes))
+
+
 def test_compaction_keeps_the_latest_value_per_key(tmp_path: Path) -> None:
     plog = open_log(tmp_path, segment_bytes=2048)
     keys = 10
