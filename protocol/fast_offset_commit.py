@@ -116,6 +116,8 @@ class OffsetCommitFields:
     member_id: str
     group_instance_id: str | None
     topics: list[TopicCommit]
+    # v2-4 only; -1 (the default, and what clients send) for the others.
+    retention_time_ms: int = -1
 
 
 @dataclass(slots=True)
@@ -282,8 +284,10 @@ def _decode(body: bytes, version: int) -> OffsetCommitFields:
             pos += 1  # null, as nearly every member sends it
         else:
             instance, pos = _string(body, pos, compact, True)
+    retention = -1
     if version <= 4:
-        pos += 8  # retention time, ignored (KIP-211)
+        (retention,) = _I64.unpack_from(body, pos)
+        pos += 8
     n_topics, pos = _count(body, pos, compact)
     topics: list[TopicCommit] = []
     by_id = version >= TOPIC_IDS_FROM
@@ -331,7 +335,7 @@ def _decode(body: bytes, version: int) -> OffsetCommitFields:
     if compact and body[pos] != 0:
         skip_tagged_fields(body, pos)
     assert group_id is not None and member_id is not None
-    return OffsetCommitFields(group_id, generation, member_id, instance, topics)
+    return OffsetCommitFields(group_id, generation, member_id, instance, topics, retention)
 
 
 # The general reader as decode_request uses it: damage refused as OffsetCommitDecodeError.

@@ -106,6 +106,23 @@ def generated_offset_commit_key(group: str, topic: str, partition: int) -> bytes
     )
 
 
+def expiring_offset_commit_value(
+    offset: int, metadata: str, commit_timestamp: int, expire_timestamp: int
+) -> bytes:
+    """The value of a commit that names its own expiry (OffsetCommit v2-4 with a retention
+    time): version 1, the only one with the field, as Kafka's newOffsetCommitRecord writes
+    it (without the leader epoch, which version 1 lacks). Rare: the generated encoder."""
+    return bytes(
+        classic_records.OffsetCommitValue(
+            offset=offset,
+            leader_epoch=-1,
+            metadata=metadata,
+            commit_timestamp=commit_timestamp,
+            expire_timestamp=expire_timestamp,
+        ).encode(version=1)
+    )
+
+
 def generated_offset_commit_value(
     offset: int, leader_epoch: int, metadata: str, commit_timestamp: int
 ) -> bytes:

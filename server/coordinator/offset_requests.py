@@ -85,7 +85,9 @@ class OffsetRequests:
                 # Offsets of topics no member subscribes to expire from their commit.
                 subscribed = group.subscribed_topics()
                 for tp, offset in list(committed.items()):
-                    if tp[0] not in subscribed and offset.commit_timestamp + retention <= now:
+                    if tp[0] not in subscribed and offset.expired(
+                        offset.commit_timestamp, retention, now
+                    ):
                         self.offsets.delete(fx, group.partition, gid, tp)
                         expired += 1
                 if not group.members and not self.offsets.has_offsets(gid):
@@ -104,7 +106,7 @@ class OffsetRequests:
             partition = group.partition
             for tp, offset in list(committed.items()):
                 base = group.state_timestamp if from_state else offset.commit_timestamp
-                if tp[0] not in subscribed and base + retention <= now:
+                if tp[0] not in subscribed and offset.expired(base, retention, now):
                     self.offsets.delete(fx, partition, gid, tp)
                     expired += 1
             if group.state is GroupState.EMPTY and not self.offsets.has_offsets(gid):
@@ -120,7 +122,10 @@ class OffsetRequests:
         group_instance_id: str | None,
         entries: list[OffsetCommitEntry],
         version: int = 8,
+        retention_time_ms: int = -1,
     ) -> Result[list[ErrorCode]]:
+        """`retention_time_ms` (OffsetCommit v2-4; -1 for the default): each offset's own
+        expiry that long after the commit, as Kafka's OffsetMetadataManager keeps it."""
         fx = Effects()
         error = self._commit_refused(
             now, group_id, generation_id, member_id, group_instance_id, version
@@ -130,6 +135,7 @@ class OffsetRequests:
         partition = self.partition_for(group_id)
         limit = self.config.offset_metadata_max_bytes
         commit = self.offsets.commit
+        expire_timestamp = None if retention_time_ms == -1 else now + retention_time_ms
         errors = []
         for e in entries:
             metadata = e.metadata or ""
@@ -149,6 +155,7 @@ class OffsetRequests:
                 e.leader_epoch,
                 metadata,
                 now,
+                expire_timestamp,
             )
             errors.append(ErrorCode.NONE)
         return fx.result(errors)

@@ -4,7 +4,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from minicoord.protocol.records import Record, offset_commit_key, offset_commit_value
+from minicoord.protocol.records import (
+    Record,
+    expiring_offset_commit_value,
+    offset_commit_key,
+    offset_commit_value,
+)
 from minicoord.server.coordinator.results import Effects
 
 TopicPartition = tuple[str, int]
@@ -18,6 +23,15 @@ class CommittedOffset:
     leader_epoch: int
     metadata: str
     commit_timestamp: int
+    # When it expires, if its commit said (OffsetCommit v2-4's retention time): then that
+    # decides, not the group's retention (Kafka's OffsetExpirationConditionImpl).
+    expire_timestamp: int | None = None
+
+    def expired(self, base_timestamp: int, retention_ms: int, now: int) -> bool:
+        """Whether it has expired, `base_timestamp` being when its retention started."""
+        if self.expire_timestamp is not None:
+            return now >= self.expire_timestamp
+        return base_timestamp + retention_ms <= now
 
 
 class OffsetsManager:
@@ -35,22 +49,20 @@ class OffsetsManager:
         leader_epoch: int,
         metadata: str,
         now: int,
+        expire_timestamp: int | None = None,
     ) -> None:
         group = self.offsets.get(group_id)
         if group is None:
             group = self.offsets[group_id] = {}
-        group[(topic, index)] = CommittedOffset(offset, leader_epoch, metadata, now)
+        if expire_timestamp is None:
+            group[(topic, index)] = CommittedOffset(offset, leader_epoch, metadata, now)
+            value = offset_commit_value(offset, leader_epoch, metadata, now)
+        else:
+            group[(topic, index)] = CommittedOffset(offset, -1, metadata, now, expire_timestamp)
+            value = expiring_offset_commit_value(offset, metadata, now, expire_timestamp)
         # Appended to the caller's list of records to persist (Effects.records, or the
         # broker's pending records on the one-partition path).
-        records.append(
-            (
-                partition,
-                Record(
-                    offset_commit_key(group_id, topic, index),
-                    offset_commit_value(offset, leader_epoch, metadata, now),
-                ),
-            )
-        )
+        records.append((partition, Record(offset_commit_key(group_id, topic, index), value)))
 
     def restore(self, group_id: str, tp: TopicPartition, committed: CommittedOffset) -> None:
         """Set an offset from a replayed record (it is already persisted)."""

@@ -67,8 +67,14 @@ class PartitionReplay:
                 continue
             if isinstance(decoded, OffsetCommitKey):
                 tp_key = (decoded.group, decoded.topic, decoded.partition)
+                # Only a version 1 value has an expire timestamp (-1 for the others).
+                expire = v.expire_timestamp
                 self.offsets[tp_key] = CommittedOffset(
-                    v.offset, v.leader_epoch, v.metadata or "", v.commit_timestamp
+                    v.offset,
+                    v.leader_epoch,
+                    v.metadata or "",
+                    v.commit_timestamp,
+                    None if expire == -1 else expire,
                 )
             else:
                 self.groups[decoded.group] = v

@@ -1,7 +1,9 @@
 """OffsetCommit (key 8), versions 2-10 (Kafka 4 dropped 0-1).
 
-v2-4 carry a retention time, ignored as Kafka has since 2.1 (KIP-211: retention runs from
-when the group empties); v6 adds leader epochs; v7 group.instance.id; v8 is flexible; v10
+v2-4 carry a retention time: other than -1 (the default, which since KIP-211 leaves retention
+to the group's offsets.retention.minutes), it sets when that offset expires, as Kafka's
+OffsetMetadataManager keeps it (sarama sends one when Consumer.Offsets.Retention is set);
+v6 adds leader epochs; v7 group.instance.id; v8 is flexible; v10
 names topics by id. Partitions of topics this cluster does not have are answered
 UNKNOWN_TOPIC_OR_PARTITION (UNKNOWN_TOPIC_ID by id), as Kafka does; the rest are validated
 against the group and committed together, persisted before the reply.
@@ -122,6 +124,8 @@ def _any(ctx: RequestContext, request: Any) -> Any:
             request.group_instance_id if version >= 7 else None,
             entries,
             version,
+            # Never a OneCommit here at these versions (those are v8-9).
+            request.retention_time_ms if version <= 4 else -1,
         )
         coordinator_errors = iter(result.value)
     topics = [

@@ -9,9 +9,9 @@ from typing import Any
 
 import pytest
 from minicoord.bench import task_sync
-from minicoord.bench.scenario_args import build_parser, options
 from minicoord.bench.comparison import head_to_head, round_medians
 from minicoord.bench.planning import plan_jobs
+from minicoord.bench.scenario_args import build_parser, options
 from minicoord.bench.task_run import round_step, split_round
 from minicoord.bench.task_sync import Barrier
 

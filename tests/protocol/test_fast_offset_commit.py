@@ -76,7 +76,9 @@ req_partitions = st.lists(
 req_topics = st.lists(st.tuples(st.text(max_size=20), st.uuids(), req_partitions), max_size=4)
 
 
-def _encoded(version: int, group: str, gen: int, member: str, instance: str | None, data) -> bytes:  # type: ignore[no-untyped-def]
+def _encoded(  # type: ignore[no-untyped-def]
+    version: int, group: str, gen: int, member: str, instance: str | None, data, retention: int = -1
+) -> bytes:
     return bytes(
         Req(
             version=version,
@@ -84,7 +86,7 @@ def _encoded(version: int, group: str, gen: int, member: str, instance: str | No
             generation_id_or_member_epoch=gen,
             member_id=member,
             group_instance_id=instance,
-            retention_time_ms=-1,
+            retention_time_ms=retention,
             topics=[
                 ReqTopic(
                     name=name,
@@ -113,6 +115,7 @@ def _fields(request: object, version: int) -> tuple:  # type: ignore[type-arg]
         r.generation_id_or_member_epoch,
         r.member_id,
         r.group_instance_id if version >= 7 else None,
+        r.retention_time_ms if version <= 4 else -1,
         [
             (
                 t.name if version < 10 else None,
@@ -143,12 +146,12 @@ def _generated(body: bytes, version: int) -> object | None:
 
 @given(
     st.integers(2, 10), st.text(max_size=20), int32, st.text(max_size=20),
-    st.none() | st.text(max_size=10), req_topics,
+    st.none() | st.text(max_size=10), req_topics, st.integers(-(2**63), 2**63 - 1),
 )  # fmt: skip
 def test_request_decoding_matches_the_generated_codec(  # type: ignore[no-untyped-def]
-    version, group, gen, member, instance, data
+    version, group, gen, member, instance, data, retention
 ) -> None:
-    body = _encoded(version, group, gen, member, instance, data)
+    body = _encoded(version, group, gen, member, instance, data, retention)
     slow = _generated(body, version)
     assert slow is not None
     assert _fields(decode_request(body, version), version) == _fields(slow, version)

@@ -166,13 +166,17 @@ def apply_op(d: Driver, op: tuple[Any, ...]) -> None:
         d.settle_after_removal(gid)
     elif kind == "commit":
         entry = OffsetCommitEntry(TOPICS[op[2]], op[3] % 3, op[4], -1, f"m{op[4]}")
+        # op[5]: an OffsetCommit v2-4 retention time, which the record carries (version 1).
+        retention = op[5]
         if group is not None and group.state is GroupState.STABLE:
             mid = next(iter(group.members))
             d.absorb(
-                d.coordinator.commit_offsets(d.now, gid, group.generation_id, mid, None, [entry])
+                d.coordinator.commit_offsets(
+                    d.now, gid, group.generation_id, mid, None, [entry], 2, retention
+                )
             )
         else:
-            d.absorb(d.coordinator.commit_offsets(d.now, gid, -1, "", None, [entry]))
+            d.absorb(d.coordinator.commit_offsets(d.now, gid, -1, "", None, [entry], 2, retention))
     elif kind == "delete_offsets":
         d.absorb(d.coordinator.delete_offsets(d.now, gid, [(TOPICS[op[2]], op[3] % 3)]))
     elif kind == "delete_group":
@@ -242,6 +246,7 @@ ops = st.one_of(
         st.integers(0, 2),
         st.integers(0, 5),
         st.integers(0, 10**6),
+        st.sampled_from([-1, -1, 5_000, 10**9]),
     ),
     st.tuples(
         st.just("delete_offsets"), st.sampled_from(GROUPS), st.integers(0, 2), st.integers(0, 5)

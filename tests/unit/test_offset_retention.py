@@ -144,3 +144,31 @@ def test_a_subscription_that_does_not_parse_keeps_every_offset_of_a_stable_group
     assert set(c.offsets.all_for("g")) == {("t1", 0)}
     deleted = c.delete_offsets(MINUTE + 2 * CHECK, "g", [("t1", 0)])
     assert deleted.value == (ErrorCode.NONE, [ErrorCode.GROUP_SUBSCRIBED_TO_TOPIC])
+
+
+def test_a_commits_own_retention_time_sets_when_it_expires() -> None:
+    # OffsetCommit v2-4's retention_time_ms (sarama's Consumer.Offsets.Retention): Kafka's
+    # OffsetMetadataManager keeps now + retention as the offset's expire timestamp, and
+    # OffsetExpirationConditionImpl expires it then, shorter or longer than the group's
+    # offsets.retention.minutes (1 minute here). -1 leaves it to the group's.
+    from minicoord.protocol.records import decode_value
+
+    c = coordinator()
+    entries = [OffsetCommitEntry("short", 0, 1)]
+    written = c.commit_offsets(0, "g", -1, "", None, entries, 2, retention_time_ms=7_000)
+    assert written.value == [ErrorCode.NONE]
+    for topic, retention in (("long", 3_600_000), ("default", -1)):
+        entry = [OffsetCommitEntry(topic, 0, 1)]
+        assert c.commit_offsets(0, "g", -1, "", None, entry, 4, retention).value == [ErrorCode.NONE]
+    # The record is Kafka's version 1 value, the one with an expire timestamp.
+    ((_, record),) = written.records
+    value = decode_value(decode_key(record.key), record.value)
+    assert (value.version, value.offset, value.expire_timestamp) == (1, 1, 7_000)
+    c.advance(5_000)
+    assert set(c.offsets.all_for("g")) == {("short", 0), ("long", 0), ("default", 0)}
+    c.advance(10_000)
+    assert set(c.offsets.all_for("g")) == {("long", 0), ("default", 0)}
+    c.advance(65_000)
+    assert set(c.offsets.all_for("g")) == {("long", 0)}
+    c.advance(3_600_000)
+    assert c.offsets.all_for("g") == {} and "g" not in c.groups.groups
