@@ -111,6 +111,11 @@ class ParkedReply:
             self.observe(response)
         self.fill(encode_response(self._version, self._correlation_id, self._spec, response))
 
+    def set_build(self, build: Callable) -> None:
+        """How the response is made, for a reply parked before its request was handled (a
+        Produce held while its partitions load: server/data/produce_gate.py)."""
+        self._build = build
+
     def make(self, outcome: Any) -> Any:
         """The response for `outcome`. A subclass that carries its request's few fields in
         slots of its own (JoinGroup's, SyncGroup's) makes it here: one object per waiting

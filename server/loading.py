@@ -5,7 +5,8 @@ which topics exist). Every other log is then marked unavailable and opened in a 
 thread, one at a time, and installed on the event loop: `__consumer_offsets` partitions first
 (their records are replayed into the coordinator; meanwhile their groups get
 COORDINATOR_LOAD_IN_PROGRESS), then topic partitions (their producer state is rebuilt from
-batch headers; meanwhile their requests get NOT_LEADER_OR_FOLLOWER, which clients retry).
+batch headers; meanwhile Produce requests naming them wait, in order (data/produce_gate.py),
+and their other requests get NOT_LEADER_OR_FOLLOWER, which clients retry).
 A log whose damage cannot be repaired is not served (COORDINATOR_NOT_AVAILABLE for groups,
 KAFKA_STORAGE_ERROR for a topic partition) and the rest carry on.
 """
@@ -79,6 +80,11 @@ def plan_loading(broker: Broker) -> tuple[list[int], list[tuple[Topic, int]]]:
                 continue  # created at this start (--topic)
             broker.data.unavailable[(topic.name, index)] = ErrorCode.NOT_LEADER_OR_FOLLOWER
             topic_partitions.append((topic, index))
+    if topic_partitions:
+        from minicoord.server.data.produce_gate import ProduceGate
+
+        loading = {(topic.name, index) for topic, index in topic_partitions}
+        broker.data.produce_gate = ProduceGate(loading, broker.topics)
     served = set(broker.data.partitions) | set(broker.data.unavailable)
     for name, index in on_disk:
         if name != METADATA_TOPIC and (name, index) not in served:
@@ -129,40 +135,52 @@ async def load_logs(
             (time.perf_counter() - started) * 1000,
         )
     for topic, index in topic_partitions:
-        if broker.topics.get(topic.name) is not topic:
-            continue  # deleted while loading
-        started = time.perf_counter()
-        try:
-            plog, producers = await loop.run_in_executor(
-                pool, open_topic_partition, logs, topic, index, broker.data.segment_bytes(topic)
-            )
-        except Exception as exc:
-            # One partition that cannot be read is not served; the rest load and serve.
-            log.error(
-                "%s-%d is not served: %s (its requests get KAFKA_STORAGE_ERROR; "
-                "`minicoord log verify` reports the damage)",
-                topic.name,
-                index,
-                _reason(exc),
-                exc_info=not isinstance(exc, CorruptLog),
-            )
-            broker.data.unavailable[(topic.name, index)] = ErrorCode.KAFKA_STORAGE_ERROR
-            continue
-        if broker.topics.get(topic.name) is not topic:
-            plog.close()
-            continue
-        # As Kafka loads a snapshot: producers already past their expiration stay forgotten.
-        producers.expire(broker.now(), broker.config.producer_id_expiration_ms)
-        broker.data.install(topic, index, plog, producers)
-        log.debug(
-            "loaded %s-%d: offsets %d-%d, %d bytes in %.0f ms",
+        await _load_topic_partition(broker, topic, index, pool)
+        gate = broker.data.produce_gate
+        if gate is not None:  # the Produce requests that waited for it can go on
+            gate.loaded((topic.name, index))
+    broker.data.produce_gate = None
+
+
+async def _load_topic_partition(
+    broker: Broker, topic: Topic, index: int, pool: concurrent.futures.Executor
+) -> None:
+    loop = asyncio.get_running_loop()
+    logs = broker.logs
+    if broker.topics.get(topic.name) is not topic:
+        return  # deleted while loading
+    started = time.perf_counter()
+    try:
+        plog, producers = await loop.run_in_executor(
+            pool, open_topic_partition, logs, topic, index, broker.data.segment_bytes(topic)
+        )
+    except Exception as exc:
+        # One partition that cannot be read is not served; the rest load and serve.
+        log.error(
+            "%s-%d is not served: %s (its requests get KAFKA_STORAGE_ERROR; "
+            "`minicoord log verify` reports the damage)",
             topic.name,
             index,
-            plog.log_start_offset,
-            plog.next_offset,
-            plog.size_bytes,
-            (time.perf_counter() - started) * 1000,
+            _reason(exc),
+            exc_info=not isinstance(exc, CorruptLog),
         )
+        broker.data.unavailable[(topic.name, index)] = ErrorCode.KAFKA_STORAGE_ERROR
+        return
+    if broker.topics.get(topic.name) is not topic:
+        plog.close()
+        return
+    # As Kafka loads a snapshot: producers already past their expiration stay forgotten.
+    producers.expire(broker.now(), broker.config.producer_id_expiration_ms)
+    broker.data.install(topic, index, plog, producers)
+    log.debug(
+        "loaded %s-%d: offsets %d-%d, %d bytes in %.0f ms",
+        topic.name,
+        index,
+        plog.log_start_offset,
+        plog.next_offset,
+        plog.size_bytes,
+        (time.perf_counter() - started) * 1000,
+    )
 
 
 def _offsets_not_served(broker: Broker, partition: int, exc: Exception) -> None:

@@ -14,6 +14,7 @@ import logging
 from collections.abc import Iterable
 from dataclasses import dataclass
 from functools import partial
+from typing import TYPE_CHECKING
 
 from minicoord.protocol.errors import ErrorCode
 from minicoord.server.config import Config
@@ -27,6 +28,9 @@ from minicoord.storage import producer_snapshots
 from minicoord.storage.checkpoints import write_partition_metadata
 from minicoord.storage.log import LogManager
 from minicoord.storage.partition_log import PartitionLog, WriteMark
+
+if TYPE_CHECKING:
+    from minicoord.server.data.produce_gate import ProduceGate
 
 log = logging.getLogger("minicoord.data")
 
@@ -102,6 +106,8 @@ class DataPlane:
         # background (NOT_LEADER_OR_FOLLOWER, which clients retry) or a log that could not be
         # opened (KAFKA_STORAGE_ERROR).
         self.unavailable: dict[TopicPartition, ErrorCode] = {}
+        # While topic partitions load at start: the Produce requests that wait for them.
+        self.produce_gate: ProduceGate | None = None
         self.producer_ids = ProducerIds()
         # Retried idempotent batches answered from the producer state (metrics, tests).
         self.duplicates = 0

@@ -20,6 +20,7 @@ from typing import Any
 from kafka.protocol.producer import ProduceResponse
 from minicoord.protocol.apis import SPECS
 from minicoord.protocol.errors import ErrorCode
+from minicoord.server.answers import ParkedReply
 from minicoord.server.coordinator.results import Result
 from minicoord.server.data.plane import AppendOutcome
 from minicoord.server.handlers.base import NO_RESPONSE, Handler, RequestContext
@@ -46,6 +47,14 @@ def _transactional(records: Any) -> bool:
 
 
 def handle(ctx: RequestContext, request: Any) -> Any:
+    gate = ctx.broker.data.produce_gate  # None but while partitions load at start
+    if gate is not None and gate.holds(request, ctx.version >= 13):
+        return gate.hold(ctx, request, _handle)
+    return _handle(ctx, request, None)
+
+
+def _handle(ctx: RequestContext, request: Any, parked: ParkedReply | None) -> Any:
+    """The request, answered through `parked` when it was held (a reply parked already)."""
     version = ctx.version
     broker = ctx.broker
     registry = broker.topics
@@ -143,7 +152,10 @@ def handle(ctx: RequestContext, request: Any) -> Any:
             ],
         )
 
-    parked = ctx.park(build)
+    if parked is None:
+        parked = ctx.park(build)
+    else:
+        parked.set_build(build)
     broker.apply(Result(None, [], []), parked)
     return parked
 

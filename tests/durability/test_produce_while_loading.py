@@ -1,0 +1,125 @@
+"""Produce requests that reach a restarted server while its topic partitions load wait for
+them, and are handled in the order they came (server/data/produce_gate.py).
+
+Answered NOT_LEADER_OR_FOLLOWER, an idempotent producer's pipeline was split: its first
+batches refused, a later one met the loaded partition with a gap in its sequence, and
+librdkafka then bumped its epoch and wrote again what a crash had written unacknowledged
+(sweep14-an). Kafka reads no request before its logs are loaded. Here the server's storage
+thread is held until the test lets it go, so the requests surely arrive while the partition
+is loading.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+from kafka.protocol.producer import ProduceRequest
+from kafka.record.default_records import DefaultRecordBatchBuilder
+from minicoord.clients.connection import ProtocolClient
+from minicoord.protocol.errors import ErrorCode
+from minicoord.server.app import Server
+from minicoord.server.config import Config
+
+pytestmark = pytest.mark.timeout(60)
+
+TOPIC = "loading"
+PRODUCER = 4242
+
+
+def batch(sequence: int) -> bytes:
+    builder = DefaultRecordBatchBuilder(
+        magic=2,
+        compression_type=0,
+        is_transactional=False,
+        producer_id=PRODUCER,
+        producer_epoch=0,
+        base_sequence=sequence,
+        batch_size=1 << 20,
+    )
+    builder.append(
+        0, timestamp=int(time.time() * 1000), key=None, value=b"v%d" % sequence, headers=[]
+    )
+    return bytes(builder.build())
+
+
+def produce(client: ProtocolClient, sequence: int, partition: int = 0) -> Any:
+    data = ProduceRequest.TopicProduceData
+    request = ProduceRequest(
+        transactional_id=None,
+        acks=-1,
+        timeout_ms=5000,
+        topic_data=[
+            data(
+                name=TOPIC,
+                partition_data=[
+                    data.PartitionProduceData(index=partition, records=batch(sequence))
+                ],
+            )
+        ],
+    )
+    return client.request(request, 9)
+
+
+def answer(response: Any) -> tuple[int, int]:
+    p = response.responses[0].partition_responses[0]
+    return p.error_code, p.base_offset
+
+
+class HeldPool(concurrent.futures.ThreadPoolExecutor):
+    """The server's storage thread, which runs nothing until `release` is set."""
+
+    def __init__(self) -> None:
+        super().__init__(1, "held-storage")
+        self.release = threading.Event()
+
+    def submit(self, fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> Any:
+        def held() -> Any:
+            self.release.wait(30)
+            return fn(*args, **kwargs)
+
+        return super().submit(held)
+
+
+@pytest.mark.asyncio
+async def test_produce_waits_for_a_loading_partition_and_keeps_its_order(tmp_path: Path) -> None:
+    config = Config()
+    async with Server(config, "127.0.0.1", 0, topics=[(TOPIC, 2)], data_dir=tmp_path) as first:
+        client = await ProtocolClient.connect("127.0.0.1", first.port)
+        for sequence in range(3):
+            assert answer(await produce(client, sequence)) == (0, sequence)
+        await client.close()
+
+    restarted = Server(config, "127.0.0.1", 0, data_dir=tmp_path)
+    pool = HeldPool()
+    restarted._pool.shutdown()
+    restarted._pool = pool
+    async with restarted:
+        try:
+            await _pipeline_while_loading(restarted, pool)
+        finally:
+            pool.release.set()  # else a failed check leaves the server's stop waiting on it
+
+
+async def _pipeline_while_loading(restarted: Server, pool: HeldPool) -> None:
+    client = await ProtocolClient.connect("127.0.0.1", restarted.port)
+    # Pipelined on one connection while partition 0 cannot load: a retry of sequence 2
+    # (written, its answer lost), then 3 and 4, and one for partition 1 behind them.
+    waiting = [asyncio.ensure_future(produce(client, s)) for s in (2, 3, 4)]
+    other = asyncio.ensure_future(produce(client, 0, partition=1))
+    done, _ = await asyncio.wait([*waiting, other], timeout=0.5)
+    assert not done, "answered while the partition was loading"
+    pool.release.set()
+    answers = [answer(r) for r in await asyncio.wait_for(asyncio.gather(*waiting), 20)]
+    # The retry is recognised (its offset, no second copy); 3 and 4 follow in order.
+    assert answers == [(0, 2), (0, 3), (0, 4)]
+    assert answer(await other)[0] == ErrorCode.NONE
+    # Once loaded, a Produce is handled at once.
+    assert answer(await asyncio.wait_for(produce(client, 5), 10)) == (0, 5)
+    await client.close()
