@@ -104,7 +104,7 @@ def scan_batches(
                     batches += 1
                     pos += extent[1]
                     continue
-        after = _valid_batch_after(read, size, pos + 1)
+        after = _valid_batch_after(read, size, pos + 1, next_offset)
         return SegmentScan(next_offset, batches, pos, reason, after)
     return SegmentScan(next_offset, batches)
 
@@ -140,19 +140,45 @@ def records_of(data: bytes) -> Iterator[StoredRecord]:
         yield from decode_batch(batch)
 
 
-def _valid_batch_after(read: Callable[[int, int], bytes], size: int, start: int) -> bool:
-    """Whether any intact batch begins at or after start: then the damage is not the tail."""
+def _valid_batch_after(
+    read: Callable[[int, int], bytes], size: int, start: int, next_offset: int
+) -> bool:
+    """Whether the log goes on, intact, after damage at `start - 1`: a sound batch at or
+    after `start`, at or past the log's next offset, from which sound batches follow one
+    another to the end of the file. Then the damage is not a torn tail.
+
+    The chain is what tells the rest of a log from a batch image inside a torn batch's own
+    bytes (a value holding a copy of a segment, cut by a crash right after the copy): a
+    copy's next bytes are the value's, not a batch, and its offsets are old ones."""
     data = read(start, size - start) if start < size else b""
     view = memoryview(data)
     for pos in range(0, len(data) - 16):
         if data[pos + 16] != 2:  # magic byte of a v2 batch
             continue
-        extent = batch_extent(data, pos)
-        if extent is None or extent[1] < MIN_BATCH_SIZE or pos + extent[1] > len(data):
-            continue
-        try:
-            check_batch(view[pos : pos + extent[1]])
-        except CorruptBatch:
-            continue
-        return True
+        if _sound(data, view, pos, next_offset) and _sound_to_the_end(data, view, pos):
+            return True
     return False
+
+
+def _sound(data: bytes, view: memoryview, pos: int, min_offset: int) -> int:
+    """The size of the intact batch at `pos` with a base offset of at least `min_offset`,
+    else 0."""
+    extent = batch_extent(data, pos)
+    if extent is None or extent[0] < min_offset:
+        return 0
+    if extent[1] < MIN_BATCH_SIZE or pos + extent[1] > len(data):
+        return 0
+    try:
+        check_batch(view[pos : pos + extent[1]])
+    except CorruptBatch:
+        return 0
+    return extent[1]
+
+
+def _sound_to_the_end(data: bytes, view: memoryview, pos: int) -> bool:
+    while pos < len(data):
+        size = _sound(data, view, pos, 0)
+        if not size:
+            return False
+        pos += size
+    return True

@@ -252,6 +252,28 @@ def test_a_scan_reads_every_batch_whatever_the_chunk_size(sizes: list[int], chun
     assert (scan.damage_at, scan.batches, scan.next_offset) == (None, len(sizes), len(sizes))
 
 
+def test_a_torn_batch_holding_a_batch_image_is_a_torn_tail(tmp_path: Path) -> None:
+    # A value may hold a whole batch's bytes (a copy of a segment, say). A crash that cuts
+    # its batch right after that copy leaves an intact batch inside the torn one: it is
+    # not the log going on (nothing sound follows it to the end, its offset is an old
+    # one), so the tail is cut as any torn tail, as Kafka's LogSegment.recover cuts it.
+    image = encode_batch(0, [Record(b"k", b"copied")], timestamp=1)
+    plog = open_log(tmp_path)
+    append(plog, [Record(b"a", b"first")], timestamp=1)
+    append(plog, [Record(b"b", b"x" * 100 + image + b"y" * 5000)], timestamp=2)
+    plog.close()
+    (segment,) = tmp_path.glob("*.log")
+    data = segment.read_bytes()
+    second = len(encode_batch(0, [Record(b"a", b"first")], timestamp=1))
+    cut = data.index(image, second) + len(image) + 10
+    segment.write_bytes(data[:cut])
+    scan = scan_segment(data[:cut], 0)
+    assert (scan.damage_at, scan.valid_after) == (second, False)
+    again = open_log(tmp_path)
+    assert [(r.offset, r.value) for r in again.records()] == [(0, b"first")]
+    assert append(again, [Record(b"c", b"after")], timestamp=3) == 1
+
+
 def test_compaction_keeps_the_latest_value_per_key(tmp_path: Path) -> None:
     plog = open_log(tmp_path, segment_bytes=2048)
     keys = 10
