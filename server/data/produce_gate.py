@@ -21,21 +21,20 @@ from typing import TYPE_CHECKING, Any
 from minicoord.server.handlers.base import NO_RESPONSE
 
 if TYPE_CHECKING:
-    from minicoord.server.answers import ParkedReply
-    from minicoord.server.handlers.base import RequestContext
+    from minicoord.server.handlers.base import Parked, RequestContext
     from minicoord.server.topics import TopicRegistry
 
 TopicPartition = tuple[str, int]
 # How a held request is handled once it can be: the Produce handler, given the reply parked
 # for it (None with acks=0, which has none).
-Respond = Callable[["RequestContext", Any, "ParkedReply | None"], Any]
+Respond = Callable[["RequestContext", Any, "Parked | None"], Any]
 
 
 class ProduceGate:
     def __init__(self, loading: set[TopicPartition], topics: TopicRegistry) -> None:
         self.loading = loading
         self._topics = topics
-        self._held: deque[tuple[RequestContext, Any, ParkedReply | None, Respond]] = deque()
+        self._held: deque[tuple[RequestContext, Any, Parked | None, Respond]] = deque()
 
     def holds(self, request: Any, by_id: bool) -> bool:
         """Whether `request` must wait: something waits already, or it names a partition
@@ -45,7 +44,7 @@ class ProduceGate:
     def hold(self, ctx: RequestContext, request: Any, respond: Respond) -> Any:
         """Hold `request`; its reply (kept in its place among the connection's answers), or
         nothing for acks=0."""
-        parked = None if request.acks == 0 else ctx.park(None)
+        parked = None if request.acks == 0 else ctx.hold(None)  # its build set when handled
         self._held.append((ctx, request, parked, respond))
         return NO_RESPONSE if parked is None else parked
 

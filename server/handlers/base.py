@@ -34,6 +34,9 @@ class Parked(Protocol):
 
     def resolve(self, outcome: Any) -> None: ...
 
+    def set_build(self, build: Callable[[Any], Any]) -> None:
+        """How the response is made, for a reply parked before its request was handled."""
+
 
 class Channel(Protocol):
     """The connection side a handler may use."""

@@ -20,10 +20,9 @@ from typing import Any
 from kafka.protocol.producer import ProduceResponse
 from minicoord.protocol.apis import SPECS
 from minicoord.protocol.errors import ErrorCode
-from minicoord.server.answers import ParkedReply
 from minicoord.server.coordinator.results import Result
 from minicoord.server.data.plane import AppendOutcome
-from minicoord.server.handlers.base import NO_RESPONSE, Handler, RequestContext
+from minicoord.server.handlers.base import NO_RESPONSE, Handler, Parked, RequestContext
 from minicoord.server.request_log import refused
 from minicoord.server.security import authorize
 from minicoord.storage.batch import ATTRIBUTES_AT, TRANSACTIONAL
@@ -53,7 +52,7 @@ def handle(ctx: RequestContext, request: Any) -> Any:
     return _handle(ctx, request, None)
 
 
-def _handle(ctx: RequestContext, request: Any, parked: ParkedReply | None) -> Any:
+def _handle(ctx: RequestContext, request: Any, parked: Parked | None) -> Any:
     """The request, answered through `parked` when it was held (a reply parked already)."""
     version = ctx.version
     broker = ctx.broker
