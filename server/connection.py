@@ -197,6 +197,10 @@ class KafkaConnection(asyncio.Protocol):
             return True
         return None
 
+    @property
+    def hung_up(self) -> bool:
+        return self.closed or self._half_closed
+
     def connection_lost(self, exc: Exception | None) -> None:
         self.closed = True
         self._queue = None

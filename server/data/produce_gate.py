@@ -9,7 +9,8 @@ refused, a later one met the loaded partition with a gap in its sequence
 batches again under new sequence numbers, writing twice those a crash had written but not
 acknowledged. So a Produce naming a partition still loading waits, as it would at Kafka's
 socket, and every Produce after it waits behind it (a producer's order across partitions and
-connections is kept too); each is handled as its partitions are installed, first come first.
+connections is kept too); each is handled as its partitions are installed, first come first,
+unless its connection has closed meanwhile.
 """
 
 from __future__ import annotations
@@ -50,11 +51,21 @@ class ProduceGate:
 
     def loaded(self, tp: TopicPartition) -> None:
         """`tp` is served now (or will not be): handle what waited for it, in order, up to
-        the first request still naming a loading partition."""
+        the first request still naming a loading partition. A request whose client hung up
+        meanwhile is dropped unwritten (and the connection closed): the client gave up on it
+        (a request timeout closes the connection) and sends it again elsewhere, so writing it
+        too would store a plain producer's batch twice."""
         self.loading.discard(tp)
         held = self._held
         while held:
             ctx, request, parked, respond = held[0]
+            if ctx.channel.hung_up:
+                held.popleft()
+                ctx.channel.abort(
+                    "the client hung up while its Produce waited for a loading partition; "
+                    "the Produce is dropped unwritten"
+                )
+                continue
             if self._names_loading(request, ctx.version >= 13):
                 return
             held.popleft()

@@ -47,6 +47,11 @@ class Channel(Protocol):
     listener: str
 
     @property
+    def hung_up(self) -> bool:
+        """Whether the client closed the connection or its side of it: no request comes."""
+        ...
+
+    @property
     def corked(self) -> bool:
         """Whether answers given now wait for the end of the loop's turn (Broker.cork)."""
         ...
