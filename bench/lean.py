@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import shutil
 import statistics
 import tempfile
 import time
@@ -299,6 +300,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     # WARNING: the server's stderr is a pipe nobody reads while the load runs.
     quiet = ["--log-level", "WARNING"]
     servers: list[ServerProcess] = []
+    data: str | None = None
     names = ["minicoord"]
     try:
         try:
@@ -330,6 +332,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     finally:
         for server in servers:
             server.stop()
+        if data is not None:  # the write-policy server's log, of no use after the run
+            shutil.rmtree(data, ignore_errors=True)
     return 0
 
 

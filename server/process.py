@@ -89,6 +89,12 @@ def start_server_process(
         line = ready.get(timeout=timeout)
     except queue.Empty:
         line = ""
+    except BaseException:
+        # Stopped while waiting (a bench ended by SIGTERM): the server is not the caller's
+        # yet, so nothing else would stop it.
+        proc.kill()
+        proc.wait(5)
+        raise
     if not line.startswith(READY_PREFIX):
         proc.kill()
         proc.wait(5)

@@ -8,6 +8,7 @@ import asyncio
 import re
 import sys
 from collections.abc import Callable
+from pathlib import Path
 
 import pytest
 from minicoord.bench.cli import main as bench_main
@@ -117,17 +118,19 @@ def _descendants(pid: int) -> set[int]:
 
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
-def test_a_terminated_bench_stops_the_servers_it_started() -> None:
+def test_a_terminated_bench_stops_the_servers_it_started(tmp_path: Path) -> None:
     # A CI job that times out, or a user's `kill`, sends SIGTERM: the bench's servers and
-    # load processes must go with it, not stay listening with no one to stop them.
+    # load processes must go with it, not stay listening with no one to stop them, and the
+    # write-policy server's data directory (made under TMPDIR) with them.
     import os
     import signal
     import subprocess
     import time
 
     cmd = [sys.executable, "-m", "minicoord.server.cli", "bench", "lean", "--api", "heartbeat"]
-    cmd += ["--members", "2", "--procs", "1", "--secs", "30", "--rounds", "3"]
-    bench = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    cmd += ["--members", "2", "--procs", "1", "--secs", "30", "--rounds", "3", "--write-too"]
+    env = {**os.environ, "TMPDIR": str(tmp_path)}
+    bench = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)
     started: set[int] = set()
     try:
         deadline = time.monotonic() + 60
@@ -144,6 +147,7 @@ def test_a_terminated_bench_stops_the_servers_it_started() -> None:
         ):
             time.sleep(0.1)
         assert not alive, f"left running after the bench ended: {alive}"
+        assert list(tmp_path.glob("minicoord-lean-*")) == []
     finally:
         if bench.poll() is None:
             bench.kill()
