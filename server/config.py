@@ -325,8 +325,9 @@ class Config:
 
 # What Java's Integer.parseInt / Long.parseLong and Double.parseDouble take, as Kafka's
 # ConfigDef reads a number (trimmed first): Python's int() and float() also take `1_000`,
-# `nan` and `inf`, which Kafka refuses.
-_JAVA_INTEGER = re.compile(r"[+-]?[0-9]+")
+# `nan` and `inf`, which Kafka refuses. Both integer parsers take any Unicode decimal digit
+# (Character.digit), as `\d` and int() do.
+_JAVA_INTEGER = re.compile(r"[+-]?\d+")
 _JAVA_DOUBLE = re.compile(
     r"[+-]?(?:NaN|Infinity|(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?[fFdD]?)"
 )

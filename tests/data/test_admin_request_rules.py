@@ -179,7 +179,7 @@ async def test_broker_resource_names_are_read_as_kafka_reads_them() -> None:
             resource = DescribeConfigsRequest.DescribeConfigsResource
             asked = [
                 resource(resource_type=4, resource_name=name, configuration_keys=["broker.id"])
-                for name in ("0", "00", "abc", "5", "0_0", "2147483648")
+                for name in ("0", "00", "abc", "5", "0_0", "2147483648", "\u0660")
             ]
             answer = await client.request(
                 DescribeConfigsRequest(
@@ -199,6 +199,8 @@ async def test_broker_resource_names_are_read_as_kafka_reads_them() -> None:
                 ("0_0", 42, "Broker id must be an integer, but it is: 0_0"),
                 # Past Integer.MAX_VALUE parseInt throws, as for a word.
                 ("2147483648", 42, "Broker id must be an integer, but it is: 2147483648"),
+                # Arabic-Indic zero: parseInt takes any Unicode digit (Character.digit).
+                ("\u0660", 0, None),
             ]
             assert [c.value for c in answer.results[1].configs] == ["0"]
 
