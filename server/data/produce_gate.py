@@ -10,7 +10,7 @@ batches again under new sequence numbers, writing twice those a crash had writte
 acknowledged. So a Produce naming a partition still loading waits, as it would at Kafka's
 socket, and every Produce after it waits behind it (a producer's order across partitions and
 connections is kept too); each is handled as its partitions are installed, first come first,
-unless its connection has closed meanwhile.
+unless its client hung up meanwhile (then it is dropped unwritten: see `loaded`).
 """
 
 from __future__ import annotations
