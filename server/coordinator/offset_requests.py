@@ -135,7 +135,11 @@ class OffsetRequests:
         partition = self.partition_for(group_id)
         limit = self.config.offset_metadata_max_bytes
         commit = self.offsets.commit
-        expire_timestamp = None if retention_time_ms == -1 else now + retention_time_ms
+        expire_timestamp = None
+        if retention_time_ms != -1:
+            # A Java long's sum: past Long.MAX_VALUE it wraps (and the offset expires at the
+            # next check, as in Kafka); unwrapped it would not fit the record's int64.
+            expire_timestamp = (now + retention_time_ms + (1 << 63)) % (1 << 64) - (1 << 63)
         errors = []
         for e in entries:
             metadata = e.metadata or ""

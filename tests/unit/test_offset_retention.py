@@ -172,3 +172,19 @@ def test_a_commits_own_retention_time_sets_when_it_expires() -> None:
     assert set(c.offsets.all_for("g")) == {("long", 0)}
     c.advance(3_600_000)
     assert c.offsets.all_for("g") == {} and "g" not in c.groups.groups
+
+
+def test_a_retention_time_past_a_long_wraps_as_javas_sum() -> None:
+    # now + Long.MAX_VALUE overflows in Kafka to a time long past: the offset expires at the
+    # next check. Unwrapped, the sum would not fit the record's int64 at all.
+    from minicoord.protocol.records import decode_value
+
+    c = coordinator()
+    entries = [OffsetCommitEntry("t", 0, 1)]
+    written = c.commit_offsets(10, "g", -1, "", None, entries, 2, retention_time_ms=2**63 - 1)
+    assert written.value == [ErrorCode.NONE]
+    ((_, record),) = written.records
+    expire = decode_value(decode_key(record.key), record.value).expire_timestamp
+    assert expire == 10 + (2**63 - 1) - 2**64
+    c.advance(CHECK)
+    assert c.offsets.all_for("g") == {}
