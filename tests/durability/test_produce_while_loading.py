@@ -13,9 +13,10 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import contextlib
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any
 
@@ -89,24 +90,30 @@ class HeldPool(concurrent.futures.ThreadPoolExecutor):
         return super().submit(held)
 
 
-@pytest.mark.asyncio
-async def test_produce_waits_for_a_loading_partition_and_keeps_its_order(tmp_path: Path) -> None:
-    config = Config()
-    async with Server(config, "127.0.0.1", 0, topics=[(TOPIC, 2)], data_dir=tmp_path) as first:
-        client = await ProtocolClient.connect("127.0.0.1", first.port)
-        for sequence in range(3):
-            assert answer(await produce(client, sequence)) == (0, sequence)
-        await client.close()
-
-    restarted = Server(config, "127.0.0.1", 0, data_dir=tmp_path)
+@contextlib.asynccontextmanager
+async def held_restart(data_dir: Path) -> AsyncIterator[tuple[Server, HeldPool]]:
+    """The server on `data_dir` again, its storage thread held until the pool's `release`."""
+    restarted = Server(Config(), "127.0.0.1", 0, data_dir=data_dir)
     pool = HeldPool()
     restarted._pool.shutdown()
     restarted._pool = pool
     async with restarted:
         try:
-            await _pipeline_while_loading(restarted, pool)
+            yield restarted, pool
         finally:
             pool.release.set()  # else a failed check leaves the server's stop waiting on it
+
+
+@pytest.mark.asyncio
+async def test_produce_waits_for_a_loading_partition_and_keeps_its_order(tmp_path: Path) -> None:
+    async with Server(Config(), "127.0.0.1", 0, topics=[(TOPIC, 2)], data_dir=tmp_path) as first:
+        client = await ProtocolClient.connect("127.0.0.1", first.port)
+        for sequence in range(3):
+            assert answer(await produce(client, sequence)) == (0, sequence)
+        await client.close()
+
+    async with held_restart(tmp_path) as (restarted, pool):
+        await _pipeline_while_loading(restarted, pool)
 
 
 async def _pipeline_while_loading(restarted: Server, pool: HeldPool) -> None:
@@ -132,30 +139,22 @@ async def test_a_held_produce_whose_connection_closed_is_not_written(tmp_path: P
     # A client whose request timed out closes its connection and sends the batch again;
     # Kafka never reads what waited in the closed socket. Written too, a plain producer's
     # batch would be stored twice (sweep14-ao).
-    config = Config()
-    async with Server(config, "127.0.0.1", 0, topics=[(TOPIC, 1)], data_dir=tmp_path) as first:
+    async with Server(Config(), "127.0.0.1", 0, topics=[(TOPIC, 1)], data_dir=tmp_path) as first:
         client = await ProtocolClient.connect("127.0.0.1", first.port)
         assert answer(await produce(client, 100, idempotent=False)) == (0, 0)
         await client.close()
 
-    restarted = Server(config, "127.0.0.1", 0, data_dir=tmp_path)
-    pool = HeldPool()
-    restarted._pool.shutdown()
-    restarted._pool = pool
-    async with restarted:
-        try:
-            gone = await ProtocolClient.connect("127.0.0.1", restarted.port)
-            abandoned = asyncio.ensure_future(produce(gone, 101, idempotent=False))
-            await asyncio.sleep(0.2)  # read and held by the server
-            await gone.close()
-            abandoned.cancel()
-            again = await ProtocolClient.connect("127.0.0.1", restarted.port)
-            retry = asyncio.ensure_future(produce(again, 101, idempotent=False))
-            await asyncio.sleep(0.2)
-            pool.release.set()
-            # The abandoned copy was dropped: the retry takes the next offset, 1.
-            assert answer(await asyncio.wait_for(retry, 20)) == (0, 1)
-            assert answer(await produce(again, 102, idempotent=False)) == (0, 2)
-            await again.close()
-        finally:
-            pool.release.set()
+    async with held_restart(tmp_path) as (restarted, pool):
+        gone = await ProtocolClient.connect("127.0.0.1", restarted.port)
+        abandoned = asyncio.ensure_future(produce(gone, 101, idempotent=False))
+        await asyncio.sleep(0.2)  # read and held by the server
+        await gone.close()
+        abandoned.cancel()
+        again = await ProtocolClient.connect("127.0.0.1", restarted.port)
+        retry = asyncio.ensure_future(produce(again, 101, idempotent=False))
+        await asyncio.sleep(0.2)
+        pool.release.set()
+        # The abandoned copy was dropped: the retry takes the next offset, 1.
+        assert answer(await asyncio.wait_for(retry, 20)) == (0, 1)
+        assert answer(await produce(again, 102, idempotent=False)) == (0, 2)
+        await again.close()
