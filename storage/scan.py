@@ -155,7 +155,8 @@ def _valid_batch_after(
     for pos in range(0, len(data) - 16):
         if data[pos + 16] != 2:  # magic byte of a v2 batch
             continue
-        if _sound(data, view, pos, next_offset) and _sound_to_the_end(data, view, pos):
+        size = _sound(data, view, pos, next_offset)
+        if size and _sound_to_the_end(data, view, pos + size):
             return True
     return False
 

@@ -20,6 +20,7 @@ from kafka.protocol.consumer import (
     OffsetFetchRequest,
 )
 from kafka.protocol.metadata import FindCoordinatorRequest
+from kafka.record.default_records import DefaultRecordBatchBuilder
 from minicoord.clients.connection import ProtocolClient
 from minicoord.protocol.records import OffsetCommitKey, decode_key, decode_value
 from minicoord.server.coordinator.partitioning import partition_for
@@ -98,6 +99,28 @@ def partition_of(group_id: str) -> int:
 
 
 # -- the files of a partition ---------------------------------------------------------------
+
+
+def batch(
+    value: bytes,
+    producer_id: int = -1,
+    epoch: int = -1,
+    sequence: int = -1,
+    timestamp: int | None = None,
+) -> bytes:
+    """A one-record v2 batch as a producer sends it (idempotent with a producer id)."""
+    builder = DefaultRecordBatchBuilder(
+        magic=2,
+        compression_type=0,
+        is_transactional=False,
+        producer_id=producer_id,
+        producer_epoch=epoch,
+        base_sequence=sequence,
+        batch_size=1 << 20,
+    )
+    ts = int(time.time() * 1000) if timestamp is None else timestamp
+    builder.append(0, timestamp=ts, key=None, value=value, headers=[])
+    return bytes(builder.build())
 
 
 def segments(data_dir: Path, partition: int) -> list[Path]:

@@ -15,37 +15,15 @@ import time
 from typing import Any
 
 import pytest
-from durakit import Node, _request
+from durakit import Node, _request, batch
 from kafka.protocol.admin import CreateTopicsRequest, DeleteRecordsRequest
 from kafka.protocol.producer import ProduceRequest
-from kafka.record.default_records import DefaultRecordBatchBuilder
 from minicoord.protocol.errors import ErrorCode
 
 pytestmark = pytest.mark.timeout(60)
 
 TOPIC = "zombies"
 A, B = 7001, 7002  # producer ids
-
-
-def batch(
-    value: bytes,
-    producer_id: int = -1,
-    epoch: int = -1,
-    sequence: int = -1,
-    timestamp: int | None = None,
-) -> bytes:
-    builder = DefaultRecordBatchBuilder(
-        magic=2,
-        compression_type=0,
-        is_transactional=False,
-        producer_id=producer_id,
-        producer_epoch=epoch,
-        base_sequence=sequence,
-        batch_size=1 << 20,
-    )
-    ts = int(time.time() * 1000) if timestamp is None else timestamp
-    builder.append(0, timestamp=ts, key=None, value=value, headers=[])
-    return bytes(builder.build())
 
 
 async def produce(port: int, records: bytes) -> tuple[int, int]:

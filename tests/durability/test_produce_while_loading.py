@@ -15,14 +15,13 @@ import asyncio
 import concurrent.futures
 import contextlib
 import threading
-import time
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
+from durakit import batch
 from kafka.protocol.producer import ProduceRequest
-from kafka.record.default_records import DefaultRecordBatchBuilder
 from minicoord.clients.connection import ProtocolClient
 from minicoord.protocol.errors import ErrorCode
 from minicoord.server.app import Server
@@ -34,25 +33,11 @@ TOPIC = "loading"
 PRODUCER = 4242
 
 
-def batch(sequence: int, idempotent: bool = True) -> bytes:
-    builder = DefaultRecordBatchBuilder(
-        magic=2,
-        compression_type=0,
-        is_transactional=False,
-        producer_id=PRODUCER if idempotent else -1,
-        producer_epoch=0 if idempotent else -1,
-        base_sequence=sequence if idempotent else -1,
-        batch_size=1 << 20,
-    )
-    builder.append(
-        0, timestamp=int(time.time() * 1000), key=None, value=b"v%d" % sequence, headers=[]
-    )
-    return bytes(builder.build())
-
-
 def produce(
     client: ProtocolClient, sequence: int, partition: int = 0, idempotent: bool = True
 ) -> Any:
+    value = b"v%d" % sequence
+    records = batch(value, PRODUCER, 0, sequence) if idempotent else batch(value)
     data = ProduceRequest.TopicProduceData
     request = ProduceRequest(
         transactional_id=None,
@@ -61,9 +46,7 @@ def produce(
         topic_data=[
             data(
                 name=TOPIC,
-                partition_data=[
-                    data.PartitionProduceData(index=partition, records=batch(sequence, idempotent))
-                ],
+                partition_data=[data.PartitionProduceData(index=partition, records=records)],
             )
         ],
     )
