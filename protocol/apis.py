@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import importlib
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass
 from typing import Any
+
+from minicoord.protocol.lean_dataclass import dataclass
 
 NEVER = 1 << 15  # above every version
 

@@ -14,7 +14,6 @@ from __future__ import annotations
 import struct
 import uuid
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
 
 from minicoord.protocol.headers import (
     guarded,
@@ -23,6 +22,7 @@ from minicoord.protocol.headers import (
     write_compact_string,
     write_uvarint,
 )
+from minicoord.protocol.lean_dataclass import dataclass
 
 _I32 = struct.Struct(">i")
 _HEAD = struct.Struct(">ih")  # throttle time, error code

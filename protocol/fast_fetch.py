@@ -12,9 +12,9 @@ from __future__ import annotations
 import struct
 import uuid
 from collections.abc import Sequence
-from dataclasses import dataclass
 
 from minicoord.protocol.headers import write_uvarint
+from minicoord.protocol.lean_dataclass import dataclass
 
 FLEXIBLE_FROM = 12
 TOPIC_IDS_FROM = 13

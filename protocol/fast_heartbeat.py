@@ -9,9 +9,9 @@ every version, and that it refuses what the generated one refuses.
 from __future__ import annotations
 
 import struct
-from dataclasses import dataclass
 
 from minicoord.protocol.headers import MalformedHeader, read_uvarint, skip_tagged_fields
+from minicoord.protocol.lean_dataclass import dataclass
 
 _I16 = struct.Struct(">h")
 _I32 = struct.Struct(">i")

@@ -13,7 +13,6 @@ from __future__ import annotations
 import struct
 import uuid
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import Any
 
 from minicoord.protocol.headers import (
@@ -22,6 +21,7 @@ from minicoord.protocol.headers import (
     skip_tagged_fields,
     write_uvarint,
 )
+from minicoord.protocol.lean_dataclass import dataclass
 
 _I16 = struct.Struct(">h")
 _I32 = struct.Struct(">i")

@@ -13,10 +13,10 @@ server's null checks.
 from __future__ import annotations
 
 import struct
-from dataclasses import dataclass
 
 from minicoord.protocol.fast_rebalance import JOIN_FLEXIBLE_FROM, SYNC_FLEXIBLE_FROM
 from minicoord.protocol.headers import guarded, read_uvarint, skip_tagged_fields
+from minicoord.protocol.lean_dataclass import dataclass
 
 _I16 = struct.Struct(">h")
 _I32 = struct.Struct(">i")

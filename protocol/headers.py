@@ -10,8 +10,9 @@ from __future__ import annotations
 
 import struct
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import TypeVar
+
+from minicoord.protocol.lean_dataclass import dataclass
 
 _FIXED = struct.Struct(">hhih")
 _CORRELATION = struct.Struct(">i")

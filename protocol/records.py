@@ -8,11 +8,11 @@ bytes Kafka itself writes, so a log of them reads the same as Kafka's.
 from __future__ import annotations
 
 import struct
-from dataclasses import dataclass
 from typing import Any
 
 from minicoord.protocol import classic_records, consumer_records
 from minicoord.protocol.headers import write_string
+from minicoord.protocol.lean_dataclass import dataclass
 
 # Versions minicoord writes (Kafka 3.x/4.x write the same for classic groups).
 OFFSET_COMMIT_KEY_VERSION = 1

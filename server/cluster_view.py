@@ -10,9 +10,9 @@ listener's answers name the address the client connected to (or the advertised o
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from minicoord.protocol.lean_dataclass import dataclass
 from minicoord.server.security import authorize
 from minicoord.server.topics import LEADER_EPOCH, OFFSETS_TOPIC, Topic
 

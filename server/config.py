@@ -10,8 +10,9 @@ from __future__ import annotations
 import dataclasses
 import re
 from collections.abc import Iterable
-from dataclasses import dataclass
 from typing import Any
+
+from minicoord.protocol.lean_dataclass import dataclass
 
 
 class ConfigError(ValueError):

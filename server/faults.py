@@ -20,11 +20,11 @@ control endpoint behind `minicoord ctl` both call it.
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from minicoord.protocol.apis import SOURCES, SPECS, api_name
 from minicoord.protocol.errors import ErrorCode
+from minicoord.protocol.lean_dataclass import dataclass
 from minicoord.server.coordinator.partition_status import PartitionStatus
 
 if TYPE_CHECKING:

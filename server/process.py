@@ -11,7 +11,9 @@ import subprocess
 import sys
 import threading
 from collections.abc import Iterable
-from dataclasses import dataclass, field
+from dataclasses import field
+
+from minicoord.protocol.lean_dataclass import dataclass
 
 READY_PREFIX = "minicoord listening on "
 

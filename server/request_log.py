@@ -24,11 +24,11 @@ import logging
 import time
 import weakref
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from minicoord.protocol.apis import SPECS
 from minicoord.protocol.errors import ErrorCode
+from minicoord.protocol.lean_dataclass import dataclass
 from minicoord.server.answers import API_VERSIONS_KEY
 
 if TYPE_CHECKING:

@@ -10,10 +10,10 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
 from enum import IntEnum
 from typing import Any
 
+from minicoord.protocol.lean_dataclass import dataclass
 from minicoord.server.config import java_double, java_integer
 
 LONG_MAX = 9_223_372_036_854_775_807

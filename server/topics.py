@@ -18,11 +18,12 @@ import logging
 import re
 import uuid
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Any
 
 from minicoord.protocol import metadata_records as mr
 from minicoord.protocol.errors import ErrorCode
+from minicoord.protocol.lean_dataclass import dataclass
 from minicoord.server.config import Config
 from minicoord.server.security.acls import AclStore
 from minicoord.server.security.records import replay as replay_acl

@@ -16,10 +16,10 @@ from __future__ import annotations
 
 import struct
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from minicoord.protocol.headers import write_uvarint
+from minicoord.protocol.lean_dataclass import dataclass
 from minicoord.protocol.records import Record
 
 if TYPE_CHECKING:

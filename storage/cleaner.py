@@ -29,9 +29,9 @@ import os
 import time
 from bisect import bisect_left
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from minicoord.protocol.lean_dataclass import dataclass
 from minicoord.storage.batch import (
     HEADER,
     CorruptBatch,

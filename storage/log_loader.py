@@ -18,9 +18,9 @@ from __future__ import annotations
 import logging
 import os
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from minicoord.protocol.lean_dataclass import dataclass
 from minicoord.storage.scan import BatchCallback, scan_batches
 from minicoord.storage.segment import SUFFIX, FileSegment, Segment, fsync_dir, segment_name
 

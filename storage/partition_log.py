@@ -26,9 +26,9 @@ import threading
 import time
 from bisect import bisect_right
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from minicoord.protocol.lean_dataclass import dataclass
 from minicoord.protocol.records import Record
 from minicoord.storage.batch import (
     HEADER_SIZE,

@@ -7,9 +7,9 @@ than that is read whole on its own.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from minicoord.protocol.lean_dataclass import dataclass
 from minicoord.storage.batch import (
     MIN_BATCH_SIZE,
     BatchInfo,

@@ -23,7 +23,9 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import field
+
+from minicoord.protocol.lean_dataclass import dataclass
 
 Assignment = dict[uuid.UUID, frozenset[int]]
 

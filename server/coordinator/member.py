@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import sys
-from dataclasses import dataclass, field
+from dataclasses import field
 
+from minicoord.protocol.lean_dataclass import dataclass
 from minicoord.server.coordinator.results import Ticket
 
 # How long a brand-new member blocked in its first JoinGroup is kept without heartbeats

@@ -9,10 +9,10 @@ from __future__ import annotations
 
 import struct
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from minicoord.protocol.errors import ErrorCode
+from minicoord.protocol.lean_dataclass import dataclass
 from minicoord.protocol.records import Record
 from minicoord.server.config import Config
 from minicoord.server.coordinator.classic.manager import GroupManager

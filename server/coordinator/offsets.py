@@ -2,8 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
+from minicoord.protocol.lean_dataclass import dataclass
 from minicoord.protocol.records import (
     Record,
     expiring_offset_commit_value,

@@ -10,10 +10,11 @@ members that never come back are expired by their session timeouts.
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Any
 
 from minicoord.protocol import consumer_records as cr
+from minicoord.protocol.lean_dataclass import dataclass
 from minicoord.protocol.records import UnknownRecordType, decode_key, decode_value, record_type
 from minicoord.server.coordinator.group import Group
 from minicoord.server.coordinator.member import Member

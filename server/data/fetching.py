@@ -17,10 +17,11 @@ each commit made visible.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import TYPE_CHECKING, Any
 
 from minicoord.protocol.errors import ErrorCode
+from minicoord.protocol.lean_dataclass import dataclass
 from minicoord.server.coordinator.results import Effects, Ticket
 from minicoord.server.coordinator.timers import TimerQueue
 from minicoord.server.topics import Topic

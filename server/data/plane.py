@@ -12,11 +12,11 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterable
-from dataclasses import dataclass
 from functools import partial
 from typing import TYPE_CHECKING
 
 from minicoord.protocol.errors import ErrorCode
+from minicoord.protocol.lean_dataclass import dataclass
 from minicoord.server.config import Config
 from minicoord.server.coordinator.results import Effects
 from minicoord.server.coordinator.timers import TimerQueue

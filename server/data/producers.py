@@ -19,9 +19,10 @@ since retention and compaction may have removed a producer's batches but not its
 from __future__ import annotations
 
 from collections import deque
-from dataclasses import dataclass, field
+from dataclasses import field
 
 from minicoord.protocol.errors import ErrorCode
+from minicoord.protocol.lean_dataclass import dataclass
 from minicoord.storage.batch import NO_PRODUCER_ID, NO_SEQUENCE, BatchInfo
 from minicoord.storage.producer_snapshots import SnapshotEntry
 

@@ -15,9 +15,9 @@ decompressed to be walked (Kafka does the same) but stored exactly as the produc
 from __future__ import annotations
 
 import struct
-from dataclasses import dataclass
 
 from minicoord.protocol.errors import ErrorCode
+from minicoord.protocol.lean_dataclass import dataclass
 from minicoord.storage.batch import (
     COMPRESSION_MASK,
     CONTROL,

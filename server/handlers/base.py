@@ -8,11 +8,11 @@ for the leader, a Fetch long-poll). Handlers never touch sockets or bytes.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from minicoord.protocol.apis import ApiSpec
 from minicoord.protocol.headers import RequestHeader
+from minicoord.protocol.lean_dataclass import dataclass
 
 if TYPE_CHECKING:
     from minicoord.server.answers import ParkedReply

@@ -20,8 +20,9 @@ from __future__ import annotations
 import logging
 import uuid
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass
 from enum import IntEnum
+
+from minicoord.protocol.lean_dataclass import dataclass
 
 log = logging.getLogger("minicoord.authorizer")
 

@@ -11,9 +11,10 @@ from __future__ import annotations
 import datetime
 import ipaddress
 import os
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+from minicoord.protocol.lean_dataclass import dataclass
 
 
 @dataclass(frozen=True)

@@ -10,8 +10,9 @@ OAUTHBEARER login module's `unsecuredValidator*` options configure the unsecured
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import field
 
+from minicoord.protocol.lean_dataclass import dataclass
 from minicoord.server.config import ConfigError
 
 PLAIN_MODULE = "org.apache.kafka.common.security.plain.PlainLoginModule"

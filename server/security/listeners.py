@@ -8,9 +8,9 @@ reads them.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from minicoord.protocol.lean_dataclass import dataclass
 from minicoord.server.config import ConfigError
 
 if TYPE_CHECKING:

@@ -14,8 +14,9 @@ from __future__ import annotations
 import base64
 import json
 import time
-from dataclasses import dataclass
 from typing import Any
+
+from minicoord.protocol.lean_dataclass import dataclass
 
 
 class OAuthFailed(Exception):

@@ -14,10 +14,11 @@ from __future__ import annotations
 
 import hmac
 import logging
-from dataclasses import dataclass, field
+from dataclasses import field
 from enum import Enum
 from typing import TYPE_CHECKING
 
+from minicoord.protocol.lean_dataclass import dataclass
 from minicoord.server.config import ConfigError
 from minicoord.server.security.listeners import Listener, listeners_of, mechanism_setting, setting
 

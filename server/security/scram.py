@@ -10,7 +10,8 @@ from __future__ import annotations
 import hashlib
 import hmac
 from collections.abc import Callable
-from dataclasses import dataclass
+
+from minicoord.protocol.lean_dataclass import dataclass
 
 MECHANISMS = {"SCRAM-SHA-256": 1, "SCRAM-SHA-512": 2}  # Kafka's ScramMechanism type ids
 BY_TYPE = {v: k for k, v in MECHANISMS.items()}

@@ -6,11 +6,11 @@ survive a restart; the replay applies the same records.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any
 
 from minicoord.protocol import metadata_records as mr
 from minicoord.protocol.errors import ErrorCode
+from minicoord.protocol.lean_dataclass import dataclass
 from minicoord.server.security.sasl import UserStore
 from minicoord.server.security.scram import (
     BY_TYPE,

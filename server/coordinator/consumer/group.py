@@ -15,9 +15,10 @@ Rules it keeps (Kafka's ConsumerGroup):
 from __future__ import annotations
 
 import uuid
-from dataclasses import dataclass, field, replace
+from dataclasses import field, replace
 from enum import Enum, IntEnum
 
+from minicoord.protocol.lean_dataclass import dataclass
 from minicoord.server.coordinator.results import Ticket
 
 Assignment = dict[uuid.UUID, frozenset[int]]

@@ -18,8 +18,8 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Callable
-from dataclasses import dataclass
 
+from minicoord.protocol.lean_dataclass import dataclass
 from minicoord.server.coordinator.consumer.group import Assignment, MemberState
 
 Taken = Callable[[uuid.UUID, int], bool]

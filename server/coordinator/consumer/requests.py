@@ -6,9 +6,9 @@ from __future__ import annotations
 
 import base64
 import uuid
-from dataclasses import dataclass
 
 from minicoord.protocol.errors import ErrorCode
+from minicoord.protocol.lean_dataclass import dataclass
 from minicoord.server.config import Config
 from minicoord.server.coordinator.consumer.group import (
     LEAVE_EPOCH,
