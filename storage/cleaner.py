@@ -37,11 +37,11 @@ from minicoord.storage.batch import (
     CorruptBatch,
     parse_batch,
     rebuild_batch,
-    record_keys,
     verify_batch,
 )
 from minicoord.storage.log_loader import CLEANED, SWAP, swap_name
 from minicoord.storage.partition_log import PartitionLog
+from minicoord.storage.record_keys import record_keys
 from minicoord.storage.scan import read_batches, scan_batches
 from minicoord.storage.segment import FileSegment, MemorySegment, Segment, fsync_dir
 

@@ -87,7 +87,8 @@ def _as_kafka_python_reads(data: bytes) -> list[tuple[bytes | None, int, int, bo
 def test_record_keys_read_as_kafka_python_reads(
     base: int, rows: list, compression: int, log_append_time: int | None
 ) -> None:
-    from minicoord.storage.batch import record_keys, verify_batch
+    from minicoord.storage.batch import verify_batch
+    from minicoord.storage.record_keys import record_keys
 
     data = _built(base, rows, compression, log_append_time)
     verify_batch(data)
@@ -107,9 +108,9 @@ def test_damaged_records_are_refused_unless_read_the_same(
         HEADER_SIZE,
         PREFIX_SIZE,
         CorruptBatch,
-        record_keys,
     )
     from minicoord.storage.batch import crc32c as crc
+    from minicoord.storage.record_keys import record_keys
 
     body = bytearray(_built(base, rows, 0, None))
     where = HEADER_SIZE + where % (len(body) - HEADER_SIZE)
