@@ -2,9 +2,8 @@
 
 A thin asyncio Protocol around the sans-IO pieces: FrameReader cuts frames, the request header
 picks the handler, kafka-python's generated class decodes the body, the handler answers.
-Kafka answers a connection's requests in the order they came, so each request takes a slot
-in a queue; a parked reply (JoinGroup, a follower's SyncGroup, a Fetch long-poll) holds back
-the responses behind it until it resolves.
+Kafka answers a connection's requests in the order they came: the answers' side (a slot per
+request, parked replies holding back those behind them) is reply_order.py's.
 
 Input we cannot serve closes this connection with a log line naming the client and the
 reason; nothing a client sends can raise out of here.
@@ -18,7 +17,6 @@ import sys
 from collections.abc import Callable
 from typing import Any, TypeVar
 
-from minicoord.protocol.apis import ApiSpec
 from minicoord.protocol.framing import (
     FrameReader,
     FrameTooLarge,
@@ -47,15 +45,13 @@ from minicoord.server.handlers.base import (
     Handler,
     RequestContext,
 )
+from minicoord.server.reply_order import ReplyOrder
 
 log = logging.getLogger("minicoord.connection")
 T = TypeVar("T")
-P = TypeVar("P", bound=ParkedReply)
 
 # SaslHandshake, SaslAuthenticate, AlterUserScramCredentials.
 _SECRET_APIS = frozenset((17, 36, 51))
-# Answers held for the end of a turn are written early once they reach this size.
-CORK_LIMIT = 64 * 1024
 # Values thousands of connections hold alike (their client's host, our own address): one copy
 # each, not one per connection. Bounded by clearing, which only forgets the sharing.
 _SHARED: dict[Any, Any] = {}
@@ -70,7 +66,7 @@ def _shared(value: T) -> T:
     return found  # type: ignore[no-any-return]
 
 
-class KafkaConnection(asyncio.Protocol):
+class KafkaConnection(ReplyOrder, asyncio.Protocol):
     # One per client connection, thousands at a time: no per-instance __dict__.
     __slots__ = (
         "_client_id",
@@ -443,104 +439,6 @@ class KafkaConnection(asyncio.Protocol):
         """An API we do not serve: closed, as Kafka closes on an API key it does not know."""
         request_log.unserved(self.broker, self.peer, header)
         self.abort(f"unknown API key {header.api_key}", logged=False)
-
-    # -- responses ------------------------------------------------------------------------
-
-    def park(self, header: RequestHeader, spec: ApiSpec, build: Callable) -> ParkedReply:
-        parked = ParkedReply(self, header, spec, build)
-        parked.observe = self._observe
-        return parked
-
-    def adopt(self, parked: P) -> P:
-        """`parked`, made by a handler for this connection's current request, as its reply."""
-        parked.observe = self._observe
-        return parked
-
-    def hold(self, header: RequestHeader, spec: ApiSpec, response: Any) -> ParkedReply:
-        """A reply whose response is known now but sent only when resolved (once the records
-        it acknowledges are as durable as the flush policy says)."""
-        parked = ParkedReply(self, header, spec, None, response)
-        parked.observe = self._observe
-        return parked
-
-    def _enqueue(self, slot: Answer | ParkedReply) -> None:
-        """Answer now if nothing is held back and the answer is ready; else hold it in order."""
-        queue = self._queue
-        if queue is None:
-            data = slot.data if isinstance(slot, ParkedReply) else slot
-            if data is not None:
-                self._emit(data)
-                return
-            # Alone and not ready (a commit waiting for its records): nothing to send yet.
-            self._queue = [slot]
-            if not self.peak_pending:
-                self.peak_pending = 1
-            return
-        queue.append(slot)
-        if len(queue) > self.peak_pending:
-            self.peak_pending = len(queue)
-        self.flush()
-
-    def _emit(self, data: Answer) -> None:
-        if self.closed or self.transport is None:
-            return
-        self.quiet_sweeps = 0
-        corked = self._corked
-        if corked is None:
-            if type(data) is list:
-                self._write(data)
-            else:
-                self.transport.write(data)
-            return
-        if type(data) is list:
-            corked.extend(data)
-            self._corked_bytes += sum(len(part) for part in data)
-        else:
-            corked.append(data)  # type: ignore[arg-type]
-            self._corked_bytes += len(data)
-        if self._corked_bytes < CORK_LIMIT:
-            return
-        # A big burst: write what we have, so the transport's flow control (pause_writing)
-        # can stop us reading before answers pile up in memory.
-        self._write(corked)
-        corked.clear()
-        self._corked_bytes = 0
-
-    def _write(self, buffers: list[bytes]) -> None:
-        """One write (vectored when several buffers) of answers in order."""
-        assert self.transport is not None
-        if len(buffers) == 1:
-            self.transport.write(buffers[0])
-        elif sum(len(b) for b in buffers) < CORK_LIMIT:
-            # Small answers are cheaper joined than handed over one by one.
-            self.transport.write(b"".join(buffers))
-        else:
-            self.transport.writelines(list(buffers))
-
-    def flush(self) -> None:
-        """Send every finished answer at the head of the held-back queue, in order."""
-        queue = self._queue
-        if queue is None:
-            return
-        if self.closed or self.transport is None:
-            self._queue = None
-            return
-        done = 0
-        for head in queue:
-            if (head.data if isinstance(head, ParkedReply) else head) is None:
-                break
-            done += 1
-        ready = queue[:done]
-        del queue[:done]
-        for head in ready:
-            self._emit(head.data if isinstance(head, ParkedReply) else head)  # type: ignore[arg-type]
-        if not queue:
-            self._queue = None
-            if self._half_closed:
-                self.abort("the client closed its side; its answers are sent", level=logging.DEBUG)
-                return
-        if ready and self._read_paused:
-            self._maybe_resume()
 
     def _note_client_id(self, client_id: str | None) -> None:
         if client_id != self._client_id:
