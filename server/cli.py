@@ -159,6 +159,7 @@ def main(argv: Sequence[str] | None = None, *, whole_process: bool = False) -> i
     console script, `python -m`), so a server may let the parser go (forget_parser)."""
     # Before anything imports kafka-python: the server needs its codecs, not its clients.
     lazy_kafka.defer_client_package()
+    lazy_kafka.defer_codec_packages()
     args, rest = _parse(argv)
     if args.command == "bench":
         # Imported here: pyspark and matplotlib load only for benchmarks, never for serve.

@@ -26,7 +26,7 @@ if TYPE_CHECKING:
     from kafka.record.default_records import DefaultRecordBatch, DefaultRecordBatchBuilder
 
 # kafka-python's record code and the `crc32c` extension are imported with the first batch
-# built, checked or read, not at start (see _load_crc32c for the extension).
+# built, checked or read, not at start (see load_crc32c for the extension).
 
 # The whole v2 batch header: base offset, length, leader epoch, magic, CRC, attributes,
 # last offset delta, first timestamp, max timestamp, producer id, producer epoch, base
@@ -62,7 +62,7 @@ _U32 = struct.Struct(">I")
 _I16 = struct.Struct(">h")
 
 
-def _load_crc32c() -> Callable[[bytes | bytearray | memoryview], int]:
+def load_crc32c() -> Callable[[bytes | bytearray | memoryview], int]:
     """The `crc32c` package's C function, its extension module loaded by itself.
 
     Importing the package runs its `__init__`, which reads the package's own distribution
@@ -70,8 +70,9 @@ def _load_crc32c() -> Callable[[bytes | bytearray | memoryview], int]:
     more) and imports its command line: 55 ms and 7.4 MB of RSS in a fresh interpreter,
     against 6 ms and 0.9 MB for the extension alone, paid by every server at its first
     batch (a topic created at start, the first group or commit). The module is registered
-    under its own name, so a later import of the package (kafka-python's record code does
-    one) takes this one. A layout other than the known one falls back to the package."""
+    under its own name, so the package's `__init__`, if anything runs it later, takes this
+    one (lazy_kafka.defer_codec_packages keeps kafka-python's record code from running it).
+    A layout other than the known one falls back to the package."""
     import sys
 
     module = sys.modules.get("crc32c._crc32c")
@@ -90,9 +91,12 @@ def _load_crc32c() -> Callable[[bytes | bytearray | memoryview], int]:
             module = importlib.util.module_from_spec(spec)
             spec.loader.exec_module(module)
         except (ImportError, AttributeError, OSError):
-            from crc32c import crc32c as extension
+            import crc32c as package
 
-            return extension
+            # Asked for first, `__version__` runs the package's `__init__` if lazy_kafka
+            # deferred it, which replaces the stand-in it set for `crc32c` with the function.
+            package.__version__  # noqa: B018
+            return package.crc32c  # type: ignore[no-any-return]
         sys.modules["crc32c._crc32c"] = module
     return module.crc32c  # type: ignore[no-any-return]
 
@@ -101,7 +105,7 @@ def _first_crc32c(data: bytes | bytearray | memoryview) -> int:
     """The first CRC-32C asked for: load the extension, and put its function in this
     module's `crc32c`, so that every later call goes to it directly."""
     global crc32c
-    extension = _load_crc32c()
+    extension = load_crc32c()
     crc32c = extension
     return extension(data)
 

@@ -103,3 +103,62 @@ def test_no_stand_in_once_kafka_is_imported() -> None:
     assert lazy_kafka.defer_client_package() is False
     assert sys.modules["kafka"] is kafka
     assert lazy_kafka.client_package_loaded()
+
+
+def test_record_code_runs_without_the_codec_packages_until_a_codec_is_used() -> None:
+    out = run_child(
+        """
+        import sys
+        from minicoord.server import lazy_kafka
+        from minicoord.protocol import deferred
+
+        lazy_kafka.defer_client_package()
+        assert sorted(lazy_kafka.defer_codec_packages()) == ["crc32c", "snappy", "zstandard"]
+        from kafka.record.default_records import DefaultRecordBatch, DefaultRecordBatchBuilder
+
+        builder = DefaultRecordBatchBuilder(
+            magic=2, compression_type=0, is_transactional=False, producer_id=-1,
+            producer_epoch=-1, base_sequence=-1, batch_size=1 << 20,
+        )
+        builder.append(0, timestamp=5, key=b"k", value=b"v", headers=[])
+        data = bytes(builder.build())
+        batch = DefaultRecordBatch(data)
+        assert batch.validate_crc(), "kafka-python's CRC through the stand-in"
+        assert [r.value for r in batch] == [b"v"]
+        # Nothing loaded the crc32c package's __init__ or a deferred codec.
+        assert "importlib.metadata" not in sys.modules
+        assert not any(deferred.loaded(m) for m in ("crc32c", "snappy", "zstandard"))
+
+        import kafka.codec
+        for encode, decode in (
+            (kafka.codec.zstd_encode, kafka.codec.zstd_decode),
+            (kafka.codec.snappy_encode, kafka.codec.snappy_decode),
+        ):
+            assert bytes(decode(encode(b"abc" * 100))) == b"abc" * 100
+        assert deferred.loaded("zstandard") and deferred.loaded("snappy")
+
+        import crc32c
+        assert crc32c.__version__  # the package's own __init__, run on demand
+        assert crc32c.crc32c(b"123456789") == 0xE3069283  # the check value of CRC-32C
+        assert DefaultRecordBatch(data).validate_crc()
+        print("ok")
+        """
+    )
+    assert out.strip() == "ok"
+
+
+def test_no_codec_stand_ins_once_the_packages_are_imported() -> None:
+    out = run_child(
+        """
+        import sys
+        import crc32c
+        import zstandard
+        from minicoord.server import lazy_kafka
+
+        assert lazy_kafka.defer_codec_packages() == ["snappy"]
+        assert sys.modules["crc32c"] is crc32c and sys.modules["zstandard"] is zstandard
+        assert crc32c.crc32c.__module__ != lazy_kafka.__name__
+        print("ok")
+        """
+    )
+    assert out.strip() == "ok"
