@@ -139,6 +139,7 @@ class TopicRegistry:
         self.generation = 0
         self.answers: dict[Any, Any] = {}
         self._answers_generation = 0
+        self._plain_config: TopicConfig | None = None
         offsets = Topic(
             OFFSETS_TOPIC,
             config.offsets_topic_num_partitions,
@@ -150,6 +151,13 @@ class TopicRegistry:
         # The coordinator's, whether or not the topic exists for clients yet: it is in the
         # name and id maps (what requests look up) only from `create_offsets_topic` on.
         self.offsets = offsets
+
+    def _no_overrides(self) -> TopicConfig:
+        # One for every topic without overrides read back at start: a TopicConfig is never
+        # changed once made (a change makes a new one), and each costs fifteen parses.
+        if self._plain_config is None:
+            self._plain_config = TopicConfig({}, self.defaults)
+        return self._plain_config
 
     def _add(self, topic: Topic) -> Topic:
         self._by_name[topic.name] = topic
@@ -272,7 +280,7 @@ class TopicRegistry:
         self.generation += 1
         if isinstance(record, mr.TopicRecord):
             topic = Topic(record.name, 0, record.topic_id)
-            topic.config = TopicConfig({}, self.defaults)
+            topic.config = self._no_overrides()
             self._add(topic)
         elif isinstance(record, mr.PartitionRecord):
             topic = self._by_id.get(record.topic_id)
