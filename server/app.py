@@ -15,7 +15,7 @@ from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from minicoord.server import early_listen, request_log
-from minicoord.server.broker import Broker
+from minicoord.server.broker import Broker, halt
 from minicoord.server.config import Config
 from minicoord.server.connection import KafkaConnection
 from minicoord.server.loading import load_logs, plan_loading
@@ -403,7 +403,13 @@ class Server:
         while True:
             due += BUFFERED_WRITE_INTERVAL_S
             await asyncio.sleep(max(0.0, due - loop.time()))
-            self.logs.write_buffered()
+            try:
+                self.logs.write_buffered()
+            except OSError as exc:
+                # As under the other policies: what was acknowledged cannot reach the disk
+                # (full, gone). A writer that stopped here would leave the server
+                # acknowledging from memory what no later write or clean shutdown saves.
+                halt(f"cannot write a log: {exc}")
             due = max(due, loop.time() - BUFFERED_WRITE_INTERVAL_S)
 
     async def stop(self, grace_s: float = 5.0) -> None:

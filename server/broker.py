@@ -20,7 +20,7 @@ import os
 import time
 import uuid
 from collections.abc import Callable, Iterable
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
 
 from minicoord.protocol.records import Record
 from minicoord.server.config import Config
@@ -315,7 +315,7 @@ class Broker:
                 # Those answers are corked now; sending them would acknowledge records that
                 # may not be written, and holding them would hang their connections.
                 log.exception("writing the turn's records failed")
-                _halt("cannot write the turn's records")
+                halt("cannot write the turn's records")
         for conn in corked:
             conn.uncork()
 
@@ -360,7 +360,7 @@ class Broker:
                 self._append_coordinator_records(records)
             marks = self.logs.write_out()
         except OSError as exc:
-            _halt(f"cannot write a log: {exc}")
+            halt(f"cannot write a log: {exc}")
         if marks and self.logs.needs_sync and self._loop is not None:
             self._syncing = True
             future = self._loop.run_in_executor(self._sync_pool, self.logs.sync, marks)
@@ -395,7 +395,7 @@ class Broker:
     ) -> None:
         self._syncing = False
         if future.cancelled() or future.exception() is not None:
-            _halt(f"cannot fsync a log: {future.exception()!r}")
+            halt(f"cannot fsync a log: {future.exception()!r}")
         self._commit(marks, replies)
         if self.pending_records or self._pending_replies or self.logs.has_touched:
             self._schedule_flush()
@@ -492,7 +492,7 @@ def _release(replies: list[tuple[Any, Any]]) -> None:
         ticket.resolve(outcome)
 
 
-def _halt(reason: str) -> None:
+def halt(reason: str) -> NoReturn:
     # State already reflects records that could not be made durable; acknowledging anything
     # now could lose a commit or a message the client believes is safe. Like Kafka on a log
     # directory failure, stop the process; a restart recovers from what is on disk.

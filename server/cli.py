@@ -238,8 +238,12 @@ def main(argv: Sequence[str] | None = None, *, whole_process: bool = False) -> i
         if exc.filename is not None:  # the data directory, not an address
             print(f"minicoord: cannot use {exc.filename}: {exc.strerror}", file=sys.stderr)
             return 2
-        # The loop's bind error names the address (--port's, or an HTTP port's).
-        print(f"minicoord: cannot listen: {exc.strerror or exc}", file=sys.stderr)
+        if isinstance(exc, socket.gaierror) or "attempting to bind" in str(exc):
+            # A bind error (early_listen's, or the loop's, in the same words) names the
+            # address (--port's, or an HTTP port's); a host that does not resolve, its name.
+            print(f"minicoord: cannot listen: {exc.strerror or exc}", file=sys.stderr)
+        else:  # a full disk while the server wrote at shutdown, say
+            print(f"minicoord: {exc.strerror or exc}", file=sys.stderr)
         return 1
     return 0
 

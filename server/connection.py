@@ -38,7 +38,7 @@ from minicoord.server.answers import (
     api_versions_fallback,
     encode_response,
 )
-from minicoord.server.broker import Broker
+from minicoord.server.broker import Broker, halt
 from minicoord.server.handlers.base import (
     ANONYMOUS,
     NO_RESPONSE,
@@ -403,21 +403,33 @@ class KafkaConnection(ReplyOrder, asyncio.Protocol):
                 if observe is not None:
                     observe(out)
                 slot = encode_response(version, header.correlation_id, spec, out)
+        except OSError as exc:
+            if not broker.logs.in_memory:
+                # The data directory failed under a request (full, gone, out of file
+                # descriptors while making a log): as Kafka takes its only log directory
+                # offline and halts, rather than answer from state the disk does not hold.
+                halt(f"cannot use the data directory handling {spec.name}: {exc!r}")
+            self._internal_error(spec.name, version, header)
+            return
         except Exception:
-            log.exception(
-                "error handling %s v%d from %s (client id %r)",
-                spec.name,
-                version,
-                self.peer,
-                header.client_id,
-            )
-            self.abort(f"internal error handling {spec.name} v{version}")
+            self._internal_error(spec.name, version, header)
             return
         if self._queue is None and type(slot) is bytes:
             # _enqueue's common case, read here: nothing held back and the answer ready.
             self._emit(slot)
         else:
             self._enqueue(slot)
+
+    def _internal_error(self, name: str, version: int, header: RequestHeader) -> None:
+        # Called inside the handler's `except`: the log line carries its traceback.
+        log.exception(
+            "error handling %s v%d from %s (client id %r)",
+            name,
+            version,
+            self.peer,
+            header.client_id,
+        )
+        self.abort(f"internal error handling {name} v{version}")
 
     def _unsupported_version(self, handler: Handler, header: RequestHeader) -> None:
         request_log.unsupported_version(self.broker, self.peer, header, handler)

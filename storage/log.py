@@ -15,6 +15,7 @@ segment), then commits them (consumers may read them) and releases the replies:
 
 from __future__ import annotations
 
+import errno
 import fcntl
 import logging
 import os
@@ -75,6 +76,8 @@ class LogManager:
         self._touched: dict[TopicPartition, PartitionLog] = {}
         self._buffered: dict[TopicPartition, PartitionLog] = {}
         self._lock_fd: int | None = None
+        # (device, inode) of the data directory this process locked.
+        self._locked_dir: tuple[int, int] | None = None
         self._start_offsets: dict[TopicPartition, int] = {}
         self._start_offsets_saved: dict[TopicPartition, int] = {}
 
@@ -105,6 +108,8 @@ class LogManager:
         os.ftruncate(fd, 0)
         os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
         self._lock_fd = fd
+        held = os.stat(self.data_dir)
+        self._locked_dir = (held.st_dev, held.st_ino)
         self._start_offsets = self._read_start_offsets()
         self._start_offsets_saved = dict(self._start_offsets)
 
@@ -144,6 +149,20 @@ class LogManager:
             )
         return stored["cluster.id"]
 
+    def _check_still_there(self) -> None:
+        """FileNotFoundError if the locked data directory was removed or moved away: a new log
+        made at its old path would come back empty, without the rest, at the next start."""
+        if self._locked_dir is None or self.data_dir is None:
+            return
+        try:
+            found = os.stat(self.data_dir)
+        except FileNotFoundError:
+            found = None
+        if found is None or (found.st_dev, found.st_ino) != self._locked_dir:
+            raise FileNotFoundError(
+                errno.ENOENT, "the data directory was removed or replaced", str(self.data_dir)
+            )
+
     def release_lock(self) -> None:
         if self._lock_fd is not None:
             os.close(self._lock_fd)
@@ -164,6 +183,7 @@ class LogManager:
         """Open (verifying, maybe truncating) a log, creating it if absent; CorruptLog if it
         cannot be. Blocking: the loader runs it in a worker thread, then `install`s the log."""
         directory = None if self.data_dir is None else log_dir(self.data_dir, topic, partition)
+        self._check_still_there()
         plog = PartitionLog(
             directory,
             f"{topic}-{partition}",

@@ -167,7 +167,7 @@ def test_a_turn_whose_write_fails_halts_before_any_answer_goes_out(monkeypatch: 
     def failing_write() -> None:
         raise RuntimeError("a record that cannot be encoded")
 
-    monkeypatch.setattr(broker_module, "_halt", halt)
+    monkeypatch.setattr(broker_module, "halt", halt)
     monkeypatch.setattr(broker, "_flush", failing_write)
     # A turn that read one request and answered it on the promise of the write.
     conn._corked = [api_versions(1)]
