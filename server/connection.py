@@ -408,6 +408,7 @@ class KafkaConnection(ReplyOrder, asyncio.Protocol):
                 # The data directory failed under a request (full, gone, out of file
                 # descriptors while making a log): as Kafka takes its only log directory
                 # offline and halts, rather than answer from state the disk does not hold.
+                log.exception("the data directory failed under %s v%d", spec.name, version)
                 halt(f"cannot use the data directory handling {spec.name}: {exc!r}")
             self._internal_error(spec.name, version, header)
             return

@@ -167,6 +167,7 @@ class LogManager:
         if self._lock_fd is not None:
             os.close(self._lock_fd)
             self._lock_fd = None
+            self._locked_dir = None
 
     def on_disk(self) -> list[TopicPartition]:
         return logs_in(self.data_dir) if self.data_dir is not None else []
