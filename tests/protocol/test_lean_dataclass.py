@@ -174,3 +174,21 @@ def test_order_and_unsafe_hash_are_refused() -> None:
     for option in ("order", "unsafe_hash"):
         with pytest.raises(TypeError):
             lean(**{option: True})(type("C", (), {"__annotations__": {"a": "int"}}))
+
+
+@pytest.mark.parametrize("fields", [0, 1, 2])
+def test_classes_of_zero_one_and_two_fields_compare_and_hash_as_the_standard(fields: int) -> None:
+    # The key getter differs by count (a tuple built for one field, an empty one for none).
+    names = ["a", "b"][:fields]
+    made = []
+    for decorate in (dataclasses.dataclass, lean):
+        body = {"__annotations__": {n: "int" for n in names}, "__module__": __name__}
+        made.append(decorate(frozen=True, slots=True)(type("Small", (), body)))
+    std, lean_cls = made
+    values = list(range(fields))
+    for cls in (std, lean_cls):
+        one, same, other = cls(*values), cls(*values), cls(*[v + 1 for v in values])
+        assert one == same and hash(one) == hash(same) == hash(tuple(values))
+        assert (one == other) == (fields == 0)
+        assert {one: 1}[same] == 1
+    assert repr(lean_cls(*values)) == repr(std(*values))
