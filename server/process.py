@@ -10,7 +10,7 @@ import signal
 import subprocess
 import sys
 import threading
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import field
 
 from minicoord.protocol.lean_dataclass import dataclass
@@ -58,8 +58,10 @@ def start_server_process(
     extra_args: Iterable[str] = (),
     data_dir: str | os.PathLike[str] | None = None,
     port: int = 0,
+    preexec_fn: Callable[[], None] | None = None,
 ) -> ServerProcess:
-    """Start a server; with no data_dir it keeps its state in memory (`--in-memory`)."""
+    """Start a server; with no data_dir it keeps its state in memory (`--in-memory`).
+    `preexec_fn` runs in the child before the server does (a resource limit, say)."""
     cmd = [sys.executable, "-m", "minicoord.server.cli", "serve", "--host", "127.0.0.1"]
     cmd += ["--port", str(port)]
     cmd += ["--in-memory"] if data_dir is None else ["--data-dir", os.fspath(data_dir)]
@@ -74,6 +76,7 @@ def start_server_process(
         stderr=subprocess.PIPE,
         text=True,
         env={**os.environ, "PYTHONUNBUFFERED": "1"},
+        preexec_fn=preexec_fn,
     )
     assert proc.stdout is not None and proc.stderr is not None
     server = ServerProcess(proc, "127.0.0.1", 0)

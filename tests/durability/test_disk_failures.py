@@ -2,83 +2,40 @@
 log directory failing: acknowledging from memory what the disk does not hold would lose it.
 
 The disk fills through the process's own file-size limit (RLIMIT_FSIZE: writes past it fail
-with EFBIG, and Python ignores the SIGXFSZ that comes with them), so no mount is needed. The
-data directory goes away by rmtree. Each server is a child process: a halt is `os._exit(70)`.
+with EFBIG, and Python ignores the SIGXFSZ that comes with them), set in the server's child
+process before it runs, so no mount is needed. The data directory goes away by rmtree or
+rename. Each server is a child process: a halt is `os._exit(70)`.
 """
 
 from __future__ import annotations
 
-import os
-import queue
+import resource
 import shutil
 import subprocess
-import sys
-import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
-from minicoord.server.process import READY_PREFIX
+from minicoord.server.process import ServerProcess, start_server_process
 
 pytestmark = pytest.mark.timeout(120)
 
 HALTED = 70
-LAUNCH = """
-import resource, sys
-limit = int(sys.argv[1])
-if limit:
-    resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit))
-sys.argv = ["minicoord"] + sys.argv[2:]
-from minicoord.server.cli import run
-sys.exit(run())
-"""
 
 
-class Child:
-    """`minicoord serve` in a child process, its file size limited to `limit` bytes (0: none)."""
+def _file_size_limit(limit: int) -> Callable[[], None]:
+    return lambda: resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit))
 
-    def __init__(self, limit: int, *args: str) -> None:
-        self.proc = subprocess.Popen(
-            [sys.executable, "-c", LAUNCH, str(limit), "serve", "--port", "0", *args],
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-            env={**os.environ, "PYTHONUNBUFFERED": "1"},
-        )
-        self.lines: list[str] = []
-        assert self.proc.stdout is not None and self.proc.stderr is not None
-        threading.Thread(target=self._drain, daemon=True).start()
-        ready: queue.Queue[str] = queue.Queue()
-        threading.Thread(target=lambda: ready.put(self.proc.stdout.readline()), daemon=True).start()
-        line = ready.get(timeout=20)
-        assert line.startswith(READY_PREFIX), line + self.log
-        self.bootstrap = line[len(READY_PREFIX) :].split(" ")[0]
 
-    def _drain(self) -> None:
-        assert self.proc.stderr is not None
-        for line in self.proc.stderr:
-            self.lines.append(line)
-
-    @property
-    def log(self) -> str:
-        return "".join(self.lines)
-
-    def exit_code(self, within_s: float) -> int | None:
-        try:
-            return self.proc.wait(within_s)
-        except subprocess.TimeoutExpired:
-            return None
-
-    def stop(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(10)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait(10)
+def _exit_code(server: ServerProcess, within_s: float) -> int | None:
+    try:
+        return server.proc.wait(within_s)
+    except subprocess.TimeoutExpired:
+        return None
 
 
 def _read_back(bootstrap: str, topic: str) -> list[int]:
@@ -104,8 +61,12 @@ def test_a_full_disk_under_flush_policy_none_halts_the_server(tmp_path: Path) ->
     # filling must stop the server, not the writer alone (which left the server acknowledging
     # from memory what no later write, nor the clean shutdown, ever saved).
     data = tmp_path / "data"
-    args = ("--data-dir", str(data), "--config", "log.flush.policy=none", "--topic", "t:1")
-    server = Child(256 * 1024, *args)
+    settings: dict[str, Any] = {
+        "configs": {"log.flush.policy": "none"},
+        "topics": [("t", 1)],
+        "data_dir": data,
+    }
+    server = start_server_process(**settings, preexec_fn=_file_size_limit(256 * 1024))
     acked: list[int] = []
     producer = Producer(
         {"bootstrap.servers": server.bootstrap, "acks": "all", "linger.ms": 5,
@@ -124,14 +85,14 @@ def test_a_full_disk_under_flush_policy_none_halts_the_server(tmp_path: Path) ->
             sent += 1
             producer.poll(0.001)
         producer.flush(10)
-        code = server.exit_code(within_s=10)
+        code = _exit_code(server, within_s=10)
         assert code == HALTED, f"exit {code} after {sent} records sent\n{server.log}"
         assert "cannot write a log" in server.log and "halting" in server.log, server.log
     finally:
         server.stop()
     assert acked, "nothing was acknowledged before the disk filled"
 
-    again = Child(0, *args)
+    again = start_server_process(**settings)
     try:
         values = _read_back(again.bootstrap, "t")
     finally:
@@ -145,7 +106,7 @@ def test_a_full_disk_under_flush_policy_none_halts_the_server(tmp_path: Path) ->
 @pytest.mark.parametrize("how", ["removed", "renamed"])
 def test_a_data_directory_gone_under_the_server_halts_it(tmp_path: Path, how: str) -> None:
     data = tmp_path / "data"
-    server = Child(0, "--data-dir", str(data), "--topic", "kept:1")
+    server = start_server_process(topics=[("kept", 1)], data_dir=data)
     try:
         producer = Producer({"bootstrap.servers": server.bootstrap, "acks": "all"})
         producer.produce("kept", value=b"00000000")
@@ -160,7 +121,7 @@ def test_a_data_directory_gone_under_the_server_halts_it(tmp_path: Path, how: st
         futures = admin.create_topics([NewTopic("fresh", 1)], request_timeout=5)
         with pytest.raises(Exception):  # noqa: B017 - the client's error for a closed connection
             futures["fresh"].result(10)
-        code = server.exit_code(within_s=10)
+        code = _exit_code(server, within_s=10)
         assert code == HALTED, f"exit {code}\n{server.log}"
         assert "cannot use the data directory handling CreateTopics" in server.log, server.log
         assert not data.exists(), "the data directory was made again"
