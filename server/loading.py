@@ -58,17 +58,17 @@ def open_topic_partition(
 def plan_loading(broker: Broker) -> tuple[list[int], list[tuple[Topic, int]]]:
     """Mark what must load before it is served; the offsets partitions and topic partitions."""
     on_disk = broker.logs.on_disk()
-    offsets = broker.topics.offsets
     partitions = sorted(p for name, p in on_disk if name == OFFSETS_TOPIC)
     if partitions:
         broker.topics.create_offsets_topic()  # it existed before this start
-    beyond = [p for p in partitions if p >= offsets.partitions]
+    count = broker.config.offsets_topic_num_partitions
+    beyond = [p for p in partitions if p >= count]
     if beyond:
         # Group -> partition mapping depends on the partition count; a log written with more
         # partitions would put groups where no request would look for them.
         raise StoreError(
             f"{broker.logs.data_dir} holds offsets partition {max(beyond)} but "
-            f"offsets.topic.num.partitions is {offsets.partitions}"
+            f"offsets.topic.num.partitions is {count}"
         )
     for partition in partitions:
         broker.coordinator.begin_loading(partition)
@@ -105,7 +105,6 @@ async def load_logs(
 ) -> None:
     loop = asyncio.get_running_loop()
     logs = broker.logs
-    offsets = broker.topics.offsets
     segment_bytes = broker.config.offsets_topic_segment_bytes
     for partition in offsets_partitions:
         started = time.perf_counter()
@@ -122,7 +121,7 @@ async def load_logs(
             continue
         plog = opened
         assert plog is not None
-        broker.data.install(offsets, partition, plog)
+        broker.data.install(broker.topics.offsets, partition, plog)
         broker.rearm()
         log.log(
             logging.INFO if replay.records else logging.DEBUG,

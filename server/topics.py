@@ -14,12 +14,12 @@ server lists no topics; here it exists from then on, or from start once a log of
 
 from __future__ import annotations
 
+import functools
 import logging
 import re
-import uuid
 from collections.abc import Callable, Mapping
 from dataclasses import field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from minicoord.protocol import metadata_records as mr
 from minicoord.protocol.errors import ErrorCode
@@ -36,13 +36,18 @@ from minicoord.server.topic_configs import (
 )
 from minicoord.storage.partition_log import PartitionLog
 
+if TYPE_CHECKING:
+    import uuid
+
 log = logging.getLogger("minicoord.topics")
 
 OFFSETS_TOPIC = "__consumer_offsets"
 # A stable id derived from the name (the offsets topic is not in the metadata log):
 # uuid5(NAMESPACE_URL, "minicoord:__consumer_offsets"), written out because computing it
-# loads OpenSSL's libcrypto for its SHA-1, half a megabyte of every server's memory.
-OFFSETS_TOPIC_ID = uuid.UUID("edf628af-25d1-53c4-bc07-61b211103a47")
+# loads OpenSSL's libcrypto for its SHA-1, half a megabyte of every server's memory. Text, not
+# a uuid.UUID: the uuid module (with platform, which it imports) is 280 KiB of an idle server,
+# so it loads with the first topic, not at start.
+OFFSETS_TOPIC_ID = "edf628af-25d1-53c4-bc07-61b211103a47"
 METADATA_TOPIC = "__cluster_metadata"
 _LEGAL = re.compile(r"[a-zA-Z0-9._-]+")
 MAX_NAME_LENGTH = 249
@@ -54,11 +59,17 @@ MAX_PARTITIONS_PER_REQUEST = 10_000
 LEADER_EPOCH = 0
 
 
+def new_topic_id() -> uuid.UUID:
+    import uuid
+
+    return uuid.uuid4()
+
+
 @dataclass(slots=True)
 class Topic:
     name: str
     partitions: int
-    topic_id: uuid.UUID = field(default_factory=uuid.uuid4)
+    topic_id: uuid.UUID = field(default_factory=new_topic_id)
     internal: bool = False
     config: TopicConfig | None = None
 
@@ -140,17 +151,22 @@ class TopicRegistry:
         self.answers: dict[Any, Any] = {}
         self._answers_generation = 0
         self._plain_config: TopicConfig | None = None
+
+    @functools.cached_property
+    def offsets(self) -> Topic:
+        """The coordinator's, whether or not the topic exists for clients yet: it is in the
+        name and id maps (what requests look up) only from `create_offsets_topic` on."""
+        import uuid
+
         offsets = Topic(
             OFFSETS_TOPIC,
-            config.offsets_topic_num_partitions,
-            OFFSETS_TOPIC_ID,
+            self.config.offsets_topic_num_partitions,
+            uuid.UUID(OFFSETS_TOPIC_ID),
             internal=True,
         )
         # Kafka's offsets topic is compacted (its segment size is offsets.topic.segment.bytes).
         offsets.config = TopicConfig({"cleanup.policy": "compact"}, self.defaults)
-        # The coordinator's, whether or not the topic exists for clients yet: it is in the
-        # name and id maps (what requests look up) only from `create_offsets_topic` on.
-        self.offsets = offsets
+        return offsets
 
     def _no_overrides(self) -> TopicConfig:
         # One for every topic without overrides read back at start: a TopicConfig is never

@@ -12,10 +12,10 @@ from __future__ import annotations
 
 import base64
 import os
-import uuid
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
+    import uuid
     # Annotations only: a server that keeps its logs in memory does without pathlib.
     from pathlib import Path
 
@@ -88,6 +88,8 @@ def _kafka_id(topic_id: uuid.UUID) -> str:
 
 
 def _parse_kafka_id(text: str) -> uuid.UUID | None:
+    import uuid  # not at start: see topics.new_topic_id
+
     try:
         return uuid.UUID(bytes=base64.urlsafe_b64decode(text + "=" * (-len(text) % 4)))
     except ValueError:

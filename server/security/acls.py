@@ -18,11 +18,14 @@ ACLs drops the cache, so a check in steady state is one dict lookup.
 from __future__ import annotations
 
 import logging
-import uuid
 from collections.abc import Iterable, Iterator
 from enum import IntEnum
+from typing import TYPE_CHECKING
 
 from minicoord.protocol.lean_dataclass import dataclass
+
+if TYPE_CHECKING:
+    import uuid
 
 log = logging.getLogger("minicoord.authorizer")
 
@@ -246,7 +249,10 @@ class AclStore:
         """Add an ACL; its new id, or None if an identical ACL exists (as Kafka, no-op)."""
         if acl in self._ids:
             return None
-        acl_id = acl_id or uuid.uuid4()
+        if acl_id is None:
+            import uuid  # not at start: see topics.new_topic_id
+
+            acl_id = uuid.uuid4()
         self._by_id[acl_id] = acl
         self._ids[acl] = acl_id
         if acl.pattern_type is PatternType.PREFIXED:

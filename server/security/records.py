@@ -8,9 +8,8 @@ checks), so switching the authorizer off and on again keeps the ACLs.
 
 from __future__ import annotations
 
-import uuid
 from collections.abc import Iterable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from minicoord.protocol import metadata_records as mr
 from minicoord.server.security.acls import (
@@ -22,6 +21,9 @@ from minicoord.server.security.acls import (
     Permission,
     ResourceType,
 )
+
+if TYPE_CHECKING:
+    import uuid
 
 
 def to_record(acl_id: uuid.UUID, acl: Acl) -> bytes:
