@@ -485,4 +485,10 @@ async def serve(server: Server, announced: bool = False) -> None:
         print(f"minicoord listening on {server.describe_listeners()}", flush=True)
     await stop.wait()
     log.info("shutting down")
-    await server.stop()
+    try:
+        await server.stop()
+    except OSError as exc:
+        # The last write of what `none` buffered (or of a checkpoint) failed: acknowledged
+        # records are not on disk, as when the periodic writer fails. Said as loudly, with the
+        # same status; a host embedding the Server sees the exception from `stop` instead.
+        halt(f"cannot write a log at shutdown: {exc}")

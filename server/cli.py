@@ -242,7 +242,7 @@ def main(argv: Sequence[str] | None = None, *, whole_process: bool = False) -> i
             # A bind error (early_listen's, or the loop's, in the same words) names the
             # address (--port's, or an HTTP port's); a host that does not resolve, its name.
             print(f"minicoord: cannot listen: {exc.strerror or exc}", file=sys.stderr)
-        else:  # a full disk while the server wrote at shutdown, say
+        else:
             print(f"minicoord: {exc.strerror or exc}", file=sys.stderr)
         return 1
     return 0

@@ -15,8 +15,9 @@ import os
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
+    # Annotations only: a server that keeps its logs in memory does without pathlib, and
+    # the uuid module loads with the first topic id (topics.new_topic_id).
     import uuid
-    # Annotations only: a server that keeps its logs in memory does without pathlib.
     from pathlib import Path
 
 LOG_START_OFFSET_CHECKPOINT = "log-start-offset-checkpoint"

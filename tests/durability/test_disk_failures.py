@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import resource
 import shutil
+import signal
 import subprocess
 import time
 from collections.abc import Callable
@@ -101,6 +102,30 @@ def test_a_full_disk_under_flush_policy_none_halts_the_server(tmp_path: Path) ->
     # (`none` may lose the last second of acknowledged records; it must not lose more).
     assert values == list(range(len(values))), values[:20]
     assert len(values) >= acked[0] + 1
+
+
+def test_a_full_disk_at_shutdown_under_flush_policy_none_halts_the_server(
+    tmp_path: Path,
+) -> None:
+    # The record is acknowledged from memory; SIGTERM follows at once, so (but for a
+    # periodic write falling between the two, which halts the same way) the shutdown's own
+    # write is the one that fails. It used to end as exit 1 with one line on stderr.
+    server = start_server_process(
+        configs={"log.flush.policy": "none"},
+        topics=[("t", 1)],
+        data_dir=tmp_path / "data",
+        preexec_fn=_file_size_limit(256 * 1024),
+    )
+    try:
+        producer = Producer({"bootstrap.servers": server.bootstrap, "acks": "all"})
+        producer.produce("t", value=b"x" * 300_000)
+        assert producer.flush(10) == 0
+        server.proc.send_signal(signal.SIGTERM)
+        code = _exit_code(server, within_s=10)
+        assert code == HALTED, f"exit {code}\n{server.log}"
+        assert "cannot write a log" in server.log and "halting" in server.log, server.log
+    finally:
+        server.stop()
 
 
 @pytest.mark.parametrize("how", ["removed", "renamed"])
