@@ -19,8 +19,6 @@ from minicoord.server.broker import Broker, halt
 from minicoord.server.config import Config
 from minicoord.server.connection import KafkaConnection
 from minicoord.server.loading import load_logs, plan_loading
-from minicoord.server.security.acls import Acl
-from minicoord.server.security.specs import parse_acl
 from minicoord.server.topics import OFFSETS_TOPIC, Topic
 from minicoord.storage.log import FlushPolicy, LogManager
 
@@ -29,12 +27,22 @@ if TYPE_CHECKING:
 
     from minicoord.server.faults import Controller
     from minicoord.server.metrics import Metrics
+    from minicoord.server.security.acls import Acl
     from minicoord.storage.cleaner import CleanResult
 
 log = logging.getLogger("minicoord.server")
 
 # Under log.flush.policy=none, how often buffered records are written to the OS.
 BUFFERED_WRITE_INTERVAL_S = 1.0
+
+
+def _parse_acls(given: Iterable[str | Acl]) -> list[Acl]:
+    specs = list(given)
+    if not specs:
+        return []  # without importing the ACL modules, which most servers never use
+    from minicoord.server.security.specs import parse_acl
+
+    return [parse_acl(a) for a in specs]
 
 
 def arrival_address(sockets: Sequence[Any]) -> tuple[str, int] | None:
@@ -112,7 +120,7 @@ class Server:
         self._admin: list[asyncio.base_events.Server] = []
         self._initial_topics = list(topics)
         # Parsed now, so that a bad spec fails before anything listens (InvalidAcl).
-        self._initial_acls = [parse_acl(a) for a in acls]
+        self._initial_acls = _parse_acls(acls)
         # asyncio Servers, and TlsServers for TLS listeners.
         self._servers: list[Any] = []
         # Bound already, one per listener (server/early_listen.py): served, not bound again.

@@ -15,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import concurrent.futures
+import functools
 import logging
 import os
 import time
@@ -29,8 +30,6 @@ from minicoord.server.coordinator.timers import TimerQueue
 from minicoord.server.data.plane import DataPlane
 from minicoord.server.handlers import HandlerRegistry
 from minicoord.server.request_log import Refusals, RequestLog
-from minicoord.server.security.acls import Acl, AclStore
-from minicoord.server.security.records import create as create_acl_records
 from minicoord.server.topics import (
     METADATA_TOPIC,
     OFFSETS_TOPIC,
@@ -46,6 +45,7 @@ if TYPE_CHECKING:
     from minicoord.server.faults import Faults
     from minicoord.server.handlers.base import Channel
     from minicoord.server.metrics import Metrics
+    from minicoord.server.security.acls import Acl, AclStore
     from minicoord.server.security.sasl import UserStore
 
 log = logging.getLogger("minicoord.broker")
@@ -89,9 +89,8 @@ class Broker:
         self.coordinator = GroupCoordinator(config, timers=self.timers, topics=self.topics)
         self.data = DataPlane(config, self.logs, self.topics, self.timers)
         self.handlers = HandlerRegistry.default()
-        # The ACLs are kept (and replayed) whether or not they are enforced; `authorizer` is
-        # None without authorizer.class.name, which is what handlers test before checking.
-        self.acls = AclStore(config.super_user_set, config.allow_everyone_if_no_acl_found)
+        # `authorizer` is None without authorizer.class.name, which is what handlers test
+        # before checking.
         self.authorizer: AclStore | None = self.acls if config.authorizer_enabled else None
         self.cluster_id = new_cluster_id()
         self.connections: set[KafkaConnection] = set()
@@ -148,7 +147,7 @@ class Broker:
             plog,
             self.topics,
             self.data.producer_ids.restore,
-            self.acls,
+            self._replay_acl,
             self._replay_user,
             self.coordinator.group_configs.replay,
         )
@@ -161,9 +160,26 @@ class Broker:
             return 0, 0
         return plog.next_offset, plog.high_watermark
 
+    @functools.cached_property
+    def acls(self) -> AclStore:
+        """The ACLs, kept (and replayed) whether or not they are enforced. Made on first use:
+        a server that never sees an ACL does without the module (100 KiB)."""
+        from minicoord.server.security.acls import AclStore
+
+        config = self.config
+        return AclStore(config.super_user_set, config.allow_everyone_if_no_acl_found)
+
+    def _replay_acl(self, record: Any) -> None:
+        from minicoord.server.security.records import replay
+
+        replay(record, self.acls)
+
     def add_acls(self, acls: list[Acl]) -> None:
         """ACLs given at start (`acls=`, --acl): persisted once; those already there are kept."""
-        self.persist_metadata(create_acl_records(self.acls, acls))
+        if acls:
+            from minicoord.server.security.records import create
+
+            self.persist_metadata(create(self.acls, acls))
 
     # -- users (SASL) ----------------------------------------------------------------------
 

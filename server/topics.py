@@ -25,8 +25,6 @@ from minicoord.protocol import metadata_records as mr
 from minicoord.protocol.errors import ErrorCode
 from minicoord.protocol.lean_dataclass import dataclass
 from minicoord.server.config import Config
-from minicoord.server.security.acls import AclStore
-from minicoord.server.security.records import replay as replay_acl
 from minicoord.server.topic_configs import (
     BrokerDefaults,
     ConfigSource,
@@ -321,7 +319,7 @@ def replay_metadata(
     plog: PartitionLog,
     registry: TopicRegistry,
     on_producer_ids: Callable[[int], None] | None = None,
-    acls: AclStore | None = None,
+    on_acl: Callable[[Any], None] | None = None,
     on_user: Callable[[Any], None] | None = None,
     on_group_config: Callable[[Any], None] | None = None,
 ) -> None:
@@ -344,7 +342,10 @@ def replay_metadata(
         elif isinstance(record, mr.ConfigRecord) and record.resource_type == mr.RESOURCE_GROUP:
             if on_group_config is not None:
                 on_group_config(record)
-        elif acls is None or not replay_acl(record, acls):
+        elif isinstance(record, mr.AccessControlEntryRecord | mr.RemoveAccessControlEntryRecord):
+            if on_acl is not None:
+                on_acl(record)
+        else:
             registry.replay(record)
 
 
