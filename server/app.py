@@ -223,6 +223,7 @@ class Server:
         broker = self.broker
         broker.cluster_id = self.logs.cluster_id(broker.cluster_id, self.config.broker_id)
         broker.open_metadata()
+        broker.compact_metadata()
         broker.add_acls(self._initial_acls)
         for name, partitions in self._initial_topics:
             existing = broker.topics.get(name)

@@ -111,6 +111,10 @@ class GroupConfigs:
         self._install(group, dict(overrides))
         return records
 
+    def snapshot(self) -> list[bytes]:
+        """Records that set every group's overrides as they are now."""
+        return [_record(g, k, v) for g, own in self.overrides.items() for k, v in own.items()]
+
     def replay(self, record: Any) -> None:
         """A ConfigRecord of a group, read back from the metadata log at start."""
         own = dict(self.overrides.get(record.resource_name, {}))

@@ -287,6 +287,20 @@ class TopicRegistry:
         topic.config = TopicConfig(dict(overrides), self.defaults)
         return records
 
+    def snapshot(self) -> list[bytes]:
+        """Records that make the topics as they are now, replayed on an empty registry or on
+        this one (each topic's TopicRecord starts it afresh, so they may follow the records
+        they summarise)."""
+        records = []
+        for topic in self.user_topics():
+            records.append(mr.encode(mr.TopicRecord(name=topic.name, topic_id=topic.topic_id)))
+            overrides = self.config_of(topic).overrides
+            records += [_config_record(topic.name, k, v) for k, v in overrides.items()]
+            records += [
+                _partition_record(topic.topic_id, i, self.config) for i in range(topic.partitions)
+            ]
+        return records
+
     # -- replay ---------------------------------------------------------------------------
 
     def replay(self, record: Any) -> None:
@@ -322,16 +336,19 @@ def replay_metadata(
     on_acl: Callable[[Any], None] | None = None,
     on_user: Callable[[Any], None] | None = None,
     on_group_config: Callable[[Any], None] | None = None,
-) -> None:
+) -> tuple[int, int]:
     """Rebuild the topics (producer id blocks, ACLs, SCRAM users, group configs) from the
-    metadata log."""
+    metadata log; (records read, records skipped as undecodable)."""
+    read = skipped = 0
     for stored in plog.records():
+        read += 1
         if stored.value is None:
             continue
         try:
             record = mr.decode(stored.value)
         except ValueError as exc:
             log.warning("skipping cluster metadata record %d: %s", stored.offset, exc)
+            skipped += 1
             continue
         if isinstance(record, mr.ProducerIdsRecord):
             if on_producer_ids is not None:
@@ -347,6 +364,7 @@ def replay_metadata(
                 on_acl(record)
         else:
             registry.replay(record)
+    return read, skipped
 
 
 def _config_record(topic: str, name: str, value: str | None) -> bytes:

@@ -1,0 +1,239 @@
+"""The cluster metadata a node keeps: topics, their configs and partitions, group configs,
+ACLs, SCRAM users and producer id blocks, each change a KRaft record in `__cluster_metadata`.
+
+Broker (broker.py) takes these from this mixin: reading the log back at start (and compacting
+it, server/metadata_snapshot.py), appending a change's records, and the topic changes the
+admin APIs, auto-creation and --topic share. Applying results and the write path stay there.
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+from collections.abc import Iterable
+from typing import TYPE_CHECKING, Any, TypeVar
+
+from minicoord.protocol.records import Record
+from minicoord.server.topics import METADATA_TOPIC, OFFSETS_TOPIC, Topic, replay_metadata
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    from minicoord.server.config import Config
+    from minicoord.server.coordinator.coordinator import GroupCoordinator
+    from minicoord.server.coordinator.results import Effects, Result
+    from minicoord.server.data.plane import DataPlane
+    from minicoord.server.security.acls import Acl, AclStore
+    from minicoord.server.security.sasl import UserStore
+    from minicoord.server.topics import TopicRegistry
+    from minicoord.storage.log import LogManager
+    from minicoord.storage.partition_log import PartitionLog
+
+log = logging.getLogger("minicoord.broker")
+
+T = TypeVar("T")
+# The cluster metadata log is small: topics, configs and producer id blocks.
+METADATA_SEGMENT_BYTES = 8 * 1024 * 1024
+
+
+class ClusterMetadata:
+    # The Broker state these methods read and change (set in its __init__).
+    config: Config
+    logs: LogManager
+    topics: TopicRegistry
+    data: DataPlane
+    coordinator: GroupCoordinator
+    users: UserStore | None
+    now: Callable[[], int]
+    _metadata_log: PartitionLog | None
+    # (records read back, records skipped as undecodable) by `open_metadata`.
+    _metadata_replayed: tuple[int, int]
+
+    if TYPE_CHECKING:
+
+        def _schedule_flush(self) -> None: ...
+
+        def release(self, fx: Effects) -> None: ...
+
+        def apply(self, result: Result[T], reply: Any = None) -> T: ...
+
+    # -- cluster metadata -------------------------------------------------------------------
+
+    def open_metadata(self) -> None:
+        """Replay the cluster metadata log: topics, configs, producer id blocks (blocking)."""
+        plog = self.logs.open_log(METADATA_TOPIC, 0, METADATA_SEGMENT_BYTES)
+        self.logs.install(METADATA_TOPIC, 0, plog)
+        self._metadata_log = plog
+        self._metadata_replayed = replay_metadata(
+            plog,
+            self.topics,
+            self.data.producer_ids.restore,
+            self._replay_acl,
+            self._replay_user,
+            self.coordinator.group_configs.replay,
+        )
+
+    def compact_metadata(self) -> bool:
+        """Rewrite the cluster metadata log as the records of what it holds when it holds
+        many more (server/metadata_snapshot.py); whether it did. Right after `open_metadata`,
+        before anything given at start is added (blocking)."""
+        plog = self._metadata_log
+        if plog is None or plog.in_memory:
+            return False
+        from minicoord.server.metadata_snapshot import (
+            live_records,
+            snapshot_records,
+            worth_compacting,
+        )
+
+        read, skipped = self._metadata_replayed
+        if skipped:
+            return False  # records this version cannot read are not for it to drop
+        state = (
+            self.topics,
+            self.data.producer_ids,
+            self.coordinator.group_configs,
+            self.__dict__.get("acls"),  # made only if an ACL record was replayed
+            self.users,
+        )
+        if not worth_compacting(read, live_records(*state)):
+            return False
+        records = snapshot_records(self.config.broker_id, *state)
+        start = plog.next_offset
+        plog.roll()
+        if records:
+            # One batch: a crash tearing it leaves the old records, cut at recovery.
+            plog.append([Record(None, v) for v in records], self.now())
+        plog.flush()
+        plog.commit(plog.mark())
+        plog.advance_start(start)
+        self.logs.note_start_offset(METADATA_TOPIC, 0, start)
+        self.logs.save_start_offsets()
+        self._metadata_replayed = (len(records), 0)
+        log.info(
+            "compacted the cluster metadata log: %d records read back, %d written from %d on",
+            read,
+            len(records),
+            start,
+        )
+        return True
+
+    def metadata_offsets(self) -> tuple[int, int]:
+        """(log end offset, high watermark) of the cluster metadata log; (0, 0) before it is
+        opened. As a single voter's, its high watermark is what has been written (durable)."""
+        plog = self._metadata_log
+        if plog is None:
+            return 0, 0
+        return plog.next_offset, plog.high_watermark
+
+    @functools.cached_property
+    def acls(self) -> AclStore:
+        """The ACLs, kept (and replayed) whether or not they are enforced. Made on first use:
+        a server that never sees an ACL does without the module (100 KiB)."""
+        from minicoord.server.security.acls import AclStore
+
+        config = self.config
+        return AclStore(config.super_user_set, config.allow_everyone_if_no_acl_found)
+
+    def _replay_acl(self, record: Any) -> None:
+        from minicoord.server.security.records import replay
+
+        replay(record, self.acls)
+
+    def add_acls(self, acls: list[Acl]) -> None:
+        """ACLs given at start (`acls=`, --acl): persisted once; those already there are kept."""
+        if acls:
+            from minicoord.server.security.records import create
+
+            self.persist_metadata(create(self.acls, acls))
+
+    # -- users (SASL) ----------------------------------------------------------------------
+
+    def user_store(self) -> UserStore:
+        """The SASL users, made on first need: a server without SASL never loads hmac."""
+        if self.users is None:
+            from minicoord.server.security.sasl import UserStore
+
+            self.users = UserStore()
+        return self.users
+
+    def add_users(self, extra: Iterable[tuple[str, str]] = ()) -> None:
+        """Users of the config's JAAS strings and `extra` (name, password), over replayed ones."""
+        from minicoord.server.security.sasl import load_users
+
+        loaded = load_users(self.config, list(extra))
+        store = self.user_store()
+        store.plain.update(loaded.plain)
+        for mechanism, users in loaded.scram.items():
+            store.scram[mechanism].update(users)
+
+    def _replay_user(self, record: Any) -> None:
+        from minicoord.server.security.users import apply_record
+
+        apply_record(self.user_store(), record)
+
+    def persist_metadata(self, values: Iterable[bytes]) -> None:
+        """Append cluster metadata records; replies applied after this wait for them."""
+        # KRaft's metadata records have no key.
+        records = [Record(None, v) for v in values]
+        if not records:
+            return
+        if self._metadata_log is None:
+            self.open_metadata()
+        plog = self._metadata_log
+        assert plog is not None
+        plog.append(records, self.now())
+        self.logs.touched(METADATA_TOPIC, 0, plog)
+        self._schedule_flush()
+
+    # -- topics (admin APIs, auto-creation and --topic share these) -------------------------
+
+    def create_topic(
+        self, name: str, partitions: int, configs: dict[str, str] | None = None
+    ) -> Topic:
+        """A new topic: its metadata records, then its empty logs."""
+        topic, records = self.topics.create(name, partitions, configs)
+        self.persist_metadata(records)
+        self.data.create_logs(topic)
+        self.coordinator.on_topics_changed({name}, created=True)
+        log.info("created topic %s with %d partitions (id %s)", name, partitions, topic.topic_id)
+        return topic
+
+    def create_offsets_topic(self, partition: int = 0) -> None:
+        """`__consumer_offsets` comes into existence, as Kafka creates it on first use.
+
+        Its log `partition` (the group's that was looked up) is made at once: with a data
+        directory, that is what a restart finds the topic by, as Kafka's controller has it
+        in its metadata log."""
+        if self.topics.create_offsets_topic():
+            self.data.partition(self.topics.offsets, partition)
+            self.coordinator.on_topics_changed({OFFSETS_TOPIC}, created=True)
+            log.info(
+                "created topic %s with %d partitions",
+                OFFSETS_TOPIC,
+                self.config.offsets_topic_num_partitions,
+            )
+
+    def delete_topic(self, topic: Topic) -> None:
+        """Remove a topic, its logs, the fetches waiting on it and the offsets committed for it."""
+        self.persist_metadata(self.topics.delete(topic))
+        self.release(self.data.drop_topic(topic))
+        self.coordinator.on_topics_changed({topic.name}, created=False)
+        self.apply(self.coordinator.delete_topic_offsets(self.now(), topic.name))
+        log.info("deleted topic %s (id %s)", topic.name, topic.topic_id)
+
+    def add_partitions(self, topic: Topic, count: int) -> None:
+        old = topic.partitions
+        self.persist_metadata(self.topics.add_partitions(topic, count))
+        self.data.create_logs(topic, first=old)
+        self.coordinator.on_topics_changed({topic.name}, created=False)
+        log.info("topic %s: %d -> %d partitions", topic.name, old, count)
+
+    def alter_group_configs(self, group: str, overrides: dict[str, str]) -> None:
+        """A group's new overrides (checked): persisted in the metadata log, in force from
+        its members' next heartbeats."""
+        self.persist_metadata(self.coordinator.group_configs.set(group, overrides))
+
+    def alter_topic_configs(self, topic: Topic, overrides: dict[str, str]) -> None:
+        self.persist_metadata(self.topics.alter_configs(topic, overrides))
+        self.data.apply_config(topic)
