@@ -1,5 +1,5 @@
-"""Classic group membership: SyncGroup, Heartbeat, LeaveGroup, their timers, the operator's
-actions and the group's records; JoinGroup and the join phase are in joining.py.
+"""Classic group membership: Heartbeat, LeaveGroup, their timers, the operator's actions and
+the group's records; JoinGroup and the join phase are in joining.py, SyncGroup in syncing.py.
 
 The rules are those of Kafka's classic group coordinator (GroupCoordinator.scala, and
 GroupMetadataManager's classic paths since 3.7); where this package departs from them a comment
@@ -16,6 +16,7 @@ from minicoord.protocol.errors import ErrorCode
 from minicoord.protocol.records import Record, group_metadata_key, group_metadata_value
 from minicoord.server.config import Config
 from minicoord.server.coordinator.classic.joining import JoinPhase, Protocols
+from minicoord.server.coordinator.classic.syncing import SyncPhase
 from minicoord.server.coordinator.group import Group
 from minicoord.server.coordinator.member import Member
 from minicoord.server.coordinator.results import (
@@ -28,9 +29,8 @@ from minicoord.server.coordinator.results import (
     LeaveOutcome,
     RebalanceEvent,
     SyncOutcome,
-    Ticket,
 )
-from minicoord.server.coordinator.state import DEAD, EMPTY, PREPARING_REBALANCE, STABLE, GroupState
+from minicoord.server.coordinator.state import DEAD, EMPTY, PREPARING_REBALANCE, GroupState
 from minicoord.server.coordinator.timers import TimerQueue
 
 log = logging.getLogger("minicoord.coordinator")
@@ -74,7 +74,7 @@ def random_member_id(client_id: str) -> str:
     return f"{client_id}-{h[:8]}-{h[8:12]}-4{h[13:16]}-{_VARIANT[h[16]]}{h[17:20]}-{h[20:]}"
 
 
-class GroupManager(JoinPhase):
+class GroupManager(SyncPhase, JoinPhase):
     def __init__(
         self,
         config: Config,
@@ -163,100 +163,6 @@ class GroupManager(JoinPhase):
             group = Group(group_id, self.partition_of(group_id), now)
             self.groups[group_id] = group
         return group
-
-    # -- SyncGroup ------------------------------------------------------------------------
-
-    def sync(
-        self,
-        fx: Effects,
-        now: int,
-        *,
-        ticket: Ticket,
-        group_id: str,
-        generation_id: int,
-        member_id: str,
-        group_instance_id: str | None,
-        protocol_type: str | None,
-        protocol_name: str | None,
-        assignments: dict[str, bytes],
-    ) -> None:
-        if not group_id:
-            return fx.reply(ticket, SyncOutcome(ErrorCode.INVALID_GROUP_ID))
-        group = self.groups.get(group_id)
-        if group is None:
-            return fx.reply(ticket, SyncOutcome(ErrorCode.UNKNOWN_MEMBER_ID))
-        if group.state is DEAD:
-            return fx.reply(ticket, SyncOutcome(ErrorCode.COORDINATOR_NOT_AVAILABLE))
-        error = self.validate_member(group, member_id, group_instance_id)
-        if error is not None:
-            return fx.reply(ticket, SyncOutcome(error))
-        if generation_id != group.generation_id:
-            return fx.reply(ticket, SyncOutcome(ErrorCode.ILLEGAL_GENERATION))
-        # SyncGroup v5 names the protocol the member thinks was chosen.
-        if (protocol_type is not None and protocol_type != group.protocol_type) or (
-            protocol_name is not None and protocol_name != group.protocol_name
-        ):
-            return fx.reply(ticket, SyncOutcome(ErrorCode.INCONSISTENT_GROUP_PROTOCOL))
-        member = group.members[member_id]
-        member.last_heartbeat = now
-        state = group.state
-        if state is PREPARING_REBALANCE:
-            return fx.reply(ticket, SyncOutcome(ErrorCode.REBALANCE_IN_PROGRESS))
-        if state is EMPTY:
-            return fx.reply(ticket, SyncOutcome(ErrorCode.UNKNOWN_MEMBER_ID))
-        group.pending_sync.discard(member_id)
-        if not group.pending_sync:
-            # A fresh set: an emptied one keeps the table it grew to, per group for good.
-            group.pending_sync = set()
-            self.timers.cancel(("sync", group_id))
-        if state is STABLE:
-            fx.reply(ticket, self._sync_outcome(group, member))
-            return None
-        # CompletingRebalance: followers wait for the leader's assignment.
-        if member.sync_ticket is not None and member.sync_ticket is not ticket:
-            fx.reply(member.sync_ticket, SyncOutcome(ErrorCode.REBALANCE_IN_PROGRESS))
-        member.sync_ticket = ticket
-        if group.is_leader(member_id):
-            for m in group.members.values():
-                m.assignment = assignments.get(m.member_id, b"")
-            self._persist_group(fx, now, group)
-            group.transition(STABLE, now)
-            log.info(
-                "group %s: generation %d is Stable with %d members",
-                group.group_id,
-                group.generation_id,
-                len(group.members),
-            )
-            self._rebalance_done(group, now)
-            for m in group.members.values():
-                if m.sync_ticket is not None:
-                    fx.reply(m.sync_ticket, self._sync_outcome(group, m))
-                    m.sync_ticket = None
-                    # As Kafka's propagateAssignment does: a follower that waited here (and
-                    # could not heartbeat meanwhile) gets a full session from its answer.
-                    m.last_heartbeat = now
-        return None
-
-    def _sync_outcome(self, group: Group, member: Member) -> SyncOutcome:
-        # Positional: a dataclass's __init__ takes keywords at twice the cost, once per member.
-        return SyncOutcome(_NONE, group.protocol_type, group.protocol_name, member.assignment)
-
-    def _on_sync_deadline(self, now: int, group: Group) -> Effects:
-        fx = Effects()
-        if group.state not in (GroupState.COMPLETING_REBALANCE, GroupState.STABLE):
-            return fx
-        missing = [group.members[mid] for mid in group.pending_sync if mid in group.members]
-        if not missing:
-            return fx
-        for member in missing:
-            log.info(
-                "group %s: member %s did not sync within the rebalance timeout; removing it",
-                group.group_id,
-                member.member_id,
-            )
-            self._remove_member(fx, group, member)
-        self._after_removal(fx, now, group, "members failed to sync")
-        return fx
 
     # -- Heartbeat ------------------------------------------------------------------------
 
