@@ -22,6 +22,8 @@ from minicoord.server.security import authorize
 from minicoord.storage.log import log_dir
 
 if TYPE_CHECKING:
+    from pathlib import Path
+
     from minicoord.server.broker import Broker
 
 API_KEY = 35
@@ -93,7 +95,17 @@ def _size(broker: Broker, topic: str, index: int) -> int:
     if data_dir is None:
         return 0
     directory = log_dir(data_dir, topic, index)
-    return sum(f.stat().st_size for f in directory.glob("*.log")) if directory.is_dir() else 0
+    return sum(_file_size(f) for f in directory.glob("*.log")) if directory.is_dir() else 0
+
+
+def _file_size(path: Path) -> int:
+    # The loader's thread may delete a segment between the listing and this (finishing an
+    # interrupted cleaning's swap): a vanished file holds nothing. Any other OSError is the
+    # data directory failing, which halts the server (connection.py), as in Kafka.
+    try:
+        return path.stat().st_size
+    except FileNotFoundError:
+        return 0
 
 
 HANDLER = Handler.for_spec(SPECS[API_KEY], handle, max_version=4)

@@ -97,3 +97,29 @@ def test_the_offsets_topic_is_listed_from_a_groups_first_use_and_after_restarts(
     node.start()
     assert listed_topics(node.bootstrap) == {TOPIC, "__consumer_offsets"}
     node.stop()
+
+
+def test_a_segment_deleted_while_it_is_sized_counts_as_empty(
+    tmp_path: Path, monkeypatch: Any
+) -> None:
+    # A partition still loading is sized from its files, while the loader's thread may delete
+    # a segment a finished cleaning replaced. A file gone between the listing and its stat
+    # must not fail the request: on a data-dir server an OSError under a request halts it.
+    from minicoord.server.broker import Broker
+    from minicoord.server.config import Config
+    from minicoord.server.handlers import describe_log_dirs
+    from minicoord.storage.log import LogManager, log_dir
+
+    broker = Broker(Config(), logs=LogManager(tmp_path))
+    folder = log_dir(tmp_path, TOPIC, 0)
+    folder.mkdir()
+    (folder / "00000000000000000000.log").write_bytes(b"x" * 100)
+    vanished = folder / "00000000000000000007.log"
+    listed = Path.glob
+
+    def glob_then_delete(self: Path, pattern: str) -> Any:
+        yield from listed(self, pattern)
+        yield vanished  # listed, then deleted before its stat
+
+    monkeypatch.setattr(Path, "glob", glob_then_delete)
+    assert describe_log_dirs._size(broker, TOPIC, 0) == 100
