@@ -79,10 +79,16 @@ class BackgroundWork:
                 if prepared is None:
                     continue
                 plog.replace_closed(prepared.closed, prepared.cleaned)
-            except Exception:
-                # A failed cleaning leaves the log as it was (the swaps are the commit
-                # points); keep serving, and try again at the next round.
+            except Exception as exc:
                 log.exception("cleaning %s failed", plog.name)
+                if isinstance(exc, OSError) and not self.logs.in_memory:
+                    # The data directory failed under the cleaner (full, gone): as Kafka's
+                    # cleaner takes the log directory offline and the broker halts, rather
+                    # than serve on and log this every round. The log is as it was (the
+                    # swaps are the commit points); a restart drops a half-made cleaning.
+                    halt(f"cannot clean {plog.name}: {exc!r}")
+                # Anything else (a corrupt batch) leaves the log as it was too: keep
+                # serving, and try again at the next round.
                 if prepared is not None:
                     prepared.abandon()  # swaps no longer matching the segments
                 continue

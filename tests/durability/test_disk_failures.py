@@ -20,7 +20,14 @@ from typing import Any
 
 import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
-from confluent_kafka.admin import AdminClient, NewTopic
+from confluent_kafka.admin import (
+    AdminClient,
+    AlterConfigOpType,
+    ConfigEntry,
+    ConfigResource,
+    NewTopic,
+)
+from confluent_kafka.admin import ResourceType as ConfigResourceType
 from minicoord.server.process import ServerProcess, start_server_process
 
 pytestmark = pytest.mark.timeout(120)
@@ -152,3 +159,56 @@ def test_a_data_directory_gone_under_the_server_halts_it(tmp_path: Path, how: st
         assert not data.exists(), "the data directory was made again"
     finally:
         server.stop()
+
+
+def test_a_cleaner_that_cannot_write_halts_the_server(tmp_path: Path) -> None:
+    # Kafka's cleaner takes its log directory offline on an IOException, and the broker
+    # halts. Here the cleaner used to log the failure every round and serve on.
+    data = tmp_path / "data"
+    server = start_server_process(configs={"log.cleaner.backoff.ms": 200}, data_dir=data)
+    try:
+        admin = AdminClient({"bootstrap.servers": server.bootstrap})
+        compacted = {"cleanup.policy": "compact", "segment.ms": "1000",
+                     "min.cleanable.dirty.ratio": "0.99"}  # fmt: skip
+        admin.create_topics([NewTopic("c", 1, config=compacted)])["c"].result(10)
+        producer = Producer({"bootstrap.servers": server.bootstrap, "linger.ms": 5})
+        for round_ in range(2):  # two closed segments of about 400 KB, rolled by segment.ms
+            for key in range(1000):
+                producer.produce("c", key=b"k%d" % key, value=b"%d" % round_ + b"v" * 400)
+            assert producer.flush(20) == 0
+            time.sleep(1.2)
+        producer.produce("c", key=b"roll", value=b"x")
+        assert producer.flush(10) == 0
+        # The disk fills: no file may grow past 200 KB, the cleaner's output included.
+        resource.prlimit(server.proc.pid, resource.RLIMIT_FSIZE, (200_000, 200_000))
+        dirty = ConfigResource(
+            ConfigResourceType.TOPIC, "c",
+            incremental_configs=[ConfigEntry("min.cleanable.dirty.ratio", "0.01",
+                                             incremental_operation=AlterConfigOpType.SET)],
+        )  # fmt: skip
+        admin.incremental_alter_configs([dirty])[dirty].result(10)
+        code = _exit_code(server, within_s=15)
+        assert code == HALTED, f"exit {code}\n{server.log}"
+        assert "cannot clean c-0" in server.log and "halting" in server.log, server.log
+    finally:
+        server.stop()
+
+    again = start_server_process(data_dir=data)
+    try:
+        consumer = Consumer(
+            {"bootstrap.servers": again.bootstrap, "group.id": "reader",
+             "enable.auto.commit": False}
+        )  # fmt: skip
+        consumer.assign([TopicPartition("c", 0, 0)])
+        latest: dict[bytes, bytes] = {}
+        deadline = time.monotonic() + 30
+        while len(latest) < 1001 and time.monotonic() < deadline:
+            message = consumer.poll(0.5)
+            if message is not None and message.error() is None:
+                latest[message.key()] = message.value()[:1]
+        consumer.close()
+    finally:
+        again.stop()
+    # Nothing was lost to the failed cleaning: every key, with its last value.
+    assert len(latest) == 1001
+    assert {v for k, v in latest.items() if k != b"roll"} == {b"1"}
