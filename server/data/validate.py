@@ -121,7 +121,12 @@ def check_produced(
         start, end = HEADER_SIZE, size
     else:
         if compression > ZSTD:
-            raise InvalidBatch(ErrorCode.CORRUPT_MESSAGE, f"unknown compression type {compression}")
+            # Kafka's CompressionType.forId throws IllegalArgumentException, which the
+            # produce path answers with UNKNOWN_SERVER_ERROR (not retriable, where a Java
+            # client would retry CORRUPT_MESSAGE).
+            raise InvalidBatch(
+                ErrorCode.UNKNOWN_SERVER_ERROR, f"Unknown compression type id: {compression}"
+            )
         from minicoord.server.data.decompress import TooLarge, decompress
 
         try:

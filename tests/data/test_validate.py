@@ -293,3 +293,15 @@ def test_a_batch_that_compression_type_makes_too_large_is_message_too_large() ->
     error = refused(data, limits)
     assert error.error is ErrorCode.MESSAGE_TOO_LARGE
     assert "under compression.type" in error.message
+
+
+@pytest.mark.parametrize("codec", [5, 6, 7])
+def test_an_unknown_codec_id_is_unknown_server_error_as_kafka_answers(codec: int) -> None:
+    # CompressionType.forId throws IllegalArgumentException; ReplicaManager's catch-all
+    # answers it UNKNOWN_SERVER_ERROR.
+    data = bytearray(batch(records(3)))
+    attributes = struct.unpack_from(">h", data, ATTRIBUTES_AT)[0]
+    struct.pack_into(">h", data, ATTRIBUTES_AT, (attributes & ~7) | codec)
+    error = refused(recrc(data))
+    assert error.error is ErrorCode.UNKNOWN_SERVER_ERROR
+    assert error.message == f"Unknown compression type id: {codec}"
