@@ -75,12 +75,7 @@ def snapshot_records(
     """
     records = topics.snapshot()
     if producer_ids.next_block_start:
-        record = mr.ProducerIdsRecord(
-            broker_id=broker_id,
-            broker_epoch=-1,
-            next_producer_id=producer_ids.next_block_start,
-        )
-        records.append(mr.encode(record))
+        records.append(producer_ids.block_record(broker_id))
     records += group_configs.snapshot()
     if acls is not None:
         from minicoord.server.security.records import to_record
@@ -88,16 +83,9 @@ def snapshot_records(
         records += [to_record(acl_id, acl) for acl_id, acl in acls.items()]
     if users is not None:
         from minicoord.server.security.scram import MECHANISMS
+        from minicoord.server.security.users import credential_record
 
         for mechanism, credentials in users.scram.items():
-            for name, c in credentials.items():
-                record = mr.UserScramCredentialRecord(
-                    name=name,
-                    mechanism=MECHANISMS[mechanism],
-                    salt=c.salt,
-                    stored_key=c.stored_key,
-                    server_key=c.server_key,
-                    iterations=c.iterations,
-                )
-                records.append(mr.encode(record))
+            type_id = MECHANISMS[mechanism]
+            records += [mr.encode(credential_record(n, type_id, c)) for n, c in credentials.items()]
     return records

@@ -21,6 +21,7 @@ from __future__ import annotations
 from collections import deque
 from dataclasses import field
 
+from minicoord.protocol import metadata_records as mr
 from minicoord.protocol.errors import ErrorCode
 from minicoord.protocol.lean_dataclass import dataclass
 from minicoord.storage.batch import NO_PRODUCER_ID, NO_SEQUENCE, BatchInfo
@@ -227,6 +228,13 @@ class ProducerIds:
         self._end = self.next_block_start + self.BLOCK
         self.next_block_start = self._end
         return self.next_block_start
+
+    def block_record(self, broker_id: int) -> bytes:
+        """The ProducerIdsRecord of the blocks claimed so far, as Kafka's controller writes it."""
+        record = mr.ProducerIdsRecord(
+            broker_id=broker_id, broker_epoch=-1, next_producer_id=self.next_block_start
+        )
+        return mr.encode(record)
 
     def restore(self, next_block_start: int) -> None:
         """A claimed block found in the metadata log: ids below it are spent."""

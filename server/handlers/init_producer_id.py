@@ -15,7 +15,6 @@ from __future__ import annotations
 from typing import Any
 
 from kafka.protocol.producer import InitProducerIdResponse
-from minicoord.protocol import metadata_records as mr
 from minicoord.protocol.apis import SPECS
 from minicoord.protocol.errors import ErrorCode
 from minicoord.server.coordinator.results import Result
@@ -63,18 +62,8 @@ def handle(ctx: RequestContext, request: Any) -> Any:
     broker = ctx.broker
     ids = broker.data.producer_ids
     if ids.needs_block():
-        next_start = ids.claim_block()
-        broker.persist_metadata(
-            [
-                mr.encode(
-                    mr.ProducerIdsRecord(
-                        broker_id=broker.config.broker_id,
-                        broker_epoch=-1,
-                        next_producer_id=next_start,
-                    )
-                )
-            ]
-        )
+        ids.claim_block()
+        broker.persist_metadata([ids.block_record(broker.config.broker_id)])
     producer_id = ids.allocate()
     parked = ctx.park(lambda _: answer(ErrorCode.NONE, producer_id, 0))
     # Answered once the block it came from is durable.

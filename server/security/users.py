@@ -22,6 +22,18 @@ from minicoord.server.security.scram import (
 )
 
 
+def credential_record(name: str, mechanism: int, c: ScramCredential) -> Any:
+    """The UserScramCredentialRecord of one user's credential (`mechanism`: Kafka's type id)."""
+    return mr.UserScramCredentialRecord(
+        name=name,
+        mechanism=mechanism,
+        salt=c.salt,
+        stored_key=c.stored_key,
+        server_key=c.server_key,
+        iterations=c.iterations,
+    )
+
+
 def apply_record(store: UserStore, record: Any) -> None:
     mechanism = BY_TYPE.get(record.mechanism)
     if mechanism is None:
@@ -116,14 +128,7 @@ def alter(
             c = from_salted_password(
                 mechanism, bytes(change.salt), bytes(change.salted_password), change.iterations
             )
-            record = mr.UserScramCredentialRecord(
-                name=name,
-                mechanism=change.mechanism,
-                salt=c.salt,
-                stored_key=c.stored_key,
-                server_key=c.server_key,
-                iterations=c.iterations,
-            )
+            record = credential_record(name, change.mechanism, c)
         apply_record(store, record)
         records.append(mr.encode(record))
     return [failed.get(u, Outcome(u)) for u in order], records
