@@ -85,7 +85,10 @@ class Broker(ClusterMetadata):
         # before checking.
         self.authorizer: AclStore | None = self.acls if config.authorizer_enabled else None
         self.cluster_id = new_cluster_id()
-        self.connections: set[KafkaConnection] = set()
+        # Open connections, as the keys of a dict rather than a set: a set grows its table
+        # fourfold below 50,000 entries, so ten thousand connections held 52-104 bytes each
+        # of table against a dict's 29.
+        self.connections: dict[KafkaConnection, None] = {}
         # Made by the first Controller (faults.py), the only way to add a rule.
         self.faults: Faults | None = None
         self.users: UserStore | None = None

@@ -158,7 +158,7 @@ class KafkaConnection(ReplyOrder, asyncio.Protocol):
         if len(self.broker.connections) >= limit:
             self.abort(f"max.connections={limit} reached")
             return
-        self.broker.connections.add(self)
+        self.broker.connections[self] = None
 
     @property
     def client_id(self) -> str | None:
@@ -200,7 +200,7 @@ class KafkaConnection(ReplyOrder, asyncio.Protocol):
     def connection_lost(self, exc: Exception | None) -> None:
         self.closed = True
         self._queue = None
-        self.broker.connections.discard(self)
+        self.broker.connections.pop(self, None)
 
     def data_received(self, data: bytes) -> None:
         self.quiet_sweeps = 0
