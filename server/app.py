@@ -19,7 +19,7 @@ from minicoord.server.broker import Broker, halt
 from minicoord.server.config import Config
 from minicoord.server.connection import KafkaConnection
 from minicoord.server.loading import load_logs, plan_loading
-from minicoord.server.topics import Topic
+from minicoord.server.topics import Topic, initial_topic_error
 from minicoord.storage.log import FlushPolicy, LogManager
 
 if TYPE_CHECKING:
@@ -115,6 +115,10 @@ class Server(BackgroundWork):
         self.admin_host = admin_host
         self._admin: list[asyncio.base_events.Server] = []
         self._initial_topics = list(topics)
+        for name, partitions in self._initial_topics:
+            reason = initial_topic_error(name, partitions)
+            if reason is not None:
+                raise ValueError(f"topic {name}: {reason}")
         # Parsed now, so that a bad spec fails before anything listens (InvalidAcl).
         self._initial_acls = _parse_acls(acls)
         # asyncio Servers, and TlsServers for TLS listeners.

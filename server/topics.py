@@ -83,12 +83,30 @@ def parse_topic_spec(text: str) -> tuple[str, int]:
         partitions = int(count)
     except ValueError:
         raise ValueError(f"partition count {count!r} is not a number") from None
-    if partitions < 1:
-        raise ValueError("a topic needs at least one partition")
-    reason = topic_name_error(name)
+    reason = initial_topic_error(name, partitions)
     if reason is not None:
         raise ValueError(reason)
     return name, partitions
+
+
+def initial_topic_error(name: str, partitions: int) -> str | None:
+    """Why a topic given at start (`--topic`, `Server(topics=...)`) cannot be made, or None.
+
+    Checked before the server listens: found once it has printed its ready line, it could
+    only crash. The internal topics are the server's own (their partitions come from configs),
+    and the partition limit is the one CreateTopics has, so that a typo cannot hold the
+    starting server for minutes making millions of partitions.
+    """
+    if partitions < 1:
+        return "a topic needs at least one partition"
+    if partitions > MAX_PARTITIONS_PER_REQUEST:
+        return (
+            f"{partitions} partitions is more than CreateTopics allows in one request "
+            f"({MAX_PARTITIONS_PER_REQUEST:,})"
+        )
+    if name in (OFFSETS_TOPIC, METADATA_TOPIC):
+        return f"{name} is the server's own topic and cannot be created"
+    return topic_name_error(name)
 
 
 def topic_name_error(name: str | None) -> str | None:

@@ -49,6 +49,10 @@ def test_ready_line_names_the_bound_address() -> None:
         (["--config", "justakey"], "expected key=value"),
         (["--topic", "orders"], "expected NAME:PARTITIONS"),
         (["--topic", "bad name:3"], "contains one or more characters other than"),
+        # Refused before the ready line: found after it, these crashed the started server.
+        (["--topic", "__consumer_offsets:3"], "__consumer_offsets is the server's own topic"),
+        (["--topic", "__cluster_metadata:1"], "__cluster_metadata is the server's own topic"),
+        (["--in-memory", "--topic", "big:2000000"], "more than CreateTopics allows"),
         (["--acl", "allow User:a Read"], "PERMISSION PRINCIPAL OPERATION TYPE:NAME"),
         (["--acl", "allow User:a Fly group:g"], "unknown operation 'Fly'"),
         (["--config", "authorizer.class.name=x.Mine"], "authorizer.class.name is empty"),

@@ -87,6 +87,9 @@ def test_topics_may_be_given_as_the_command_line_gives_them() -> None:
         (("a", 1, 2), "a topic is"),
         (("orders", "3"), "a topic is"),
         (("bad name", 1), "contains one or more characters other than"),
+        (("__consumer_offsets", 3), "the server's own topic"),
+        ("__cluster_metadata:1", "the server's own topic"),
+        (("big", 10_001), "more than CreateTopics allows"),
     ]:
         with pytest.raises(ValueError, match=why), running(topics=[bad]):  # type: ignore[list-item]
             pass
