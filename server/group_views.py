@@ -166,7 +166,8 @@ def _offsets(
         entry = committed.get((topic_name, index))
         end = _log_end(broker, topic_name, index)
         offset = entry.offset if entry is not None else None
-        lag = max(end - offset, 0) if end is not None and offset is not None else None
+        # Unclamped, as kafka-consumer-groups prints it: a commit past the end reads negative.
+        lag = end - offset if end is not None and offset is not None else None
         out.append(
             {
                 "topic": topic_name,

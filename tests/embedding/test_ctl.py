@@ -167,6 +167,28 @@ def test_groups_and_describe_show_members_assignments_offsets_and_lag(
     }  # fmt: skip
 
 
+def test_a_commit_beyond_the_log_end_shows_negative_lag(server: EmbeddedServer, ctl: Ctl) -> None:
+    # kafka-consumer-groups --describe prints log end minus committed, unclamped
+    # (ConsumerGroupCommand.getLag): a group that committed past the end reads negative.
+    producer = Producer({"bootstrap.servers": server.bootstrap, "log_level": 0})
+    for i in range(3):
+        producer.produce(TOPIC, f"m{i}".encode(), partition=1)
+    assert producer.flush(20) == 0
+    committer = Consumer(
+        {"bootstrap.servers": server.bootstrap, "group.id": "ahead", "log_level": 0}
+    )
+    try:
+        committer.commit(offsets=[TopicPartition(TOPIC, 1, 1000)], asynchronous=False)
+    finally:
+        committer.close()
+    code, described = ctl.json("describe", "ahead")
+    assert code == 0
+    (row,) = described["offsets"]
+    assert (row["committed"], row["log_end"], row["lag"]) == (1000, 3, -997)
+    code, listing = ctl.json("groups")
+    assert {g["group"]: g["lag"] for g in listing["groups"]}["ahead"] == -997
+
+
 def test_every_action_in_words_and_json(
     server: EmbeddedServer,
     ctl: Ctl,
