@@ -71,7 +71,8 @@ class EmbeddedServer:
         settings = {
             k: str(v).lower() if isinstance(v, bool) else str(v) for k, v in (configs or {}).items()
         }
-        self.tls = _tls_files(tls, settings, listeners)
+        # Certificates made here live in a temporary directory that goes with this object.
+        self.tls, self._made_certs = _tls_files(tls, settings, listeners)
         settings = security_configs(settings, listeners, self.tls, ssl_client_auth)
         self.users = dict(users.items() if isinstance(users, Mapping) else users or ())
         self._acls = list(acls)

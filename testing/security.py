@@ -7,6 +7,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from tempfile import TemporaryDirectory
+
     from minicoord.server.security.certs import CertFiles
     from minicoord.testing.embedded import EmbeddedServer
 
@@ -14,25 +16,34 @@ if TYPE_CHECKING:
 TlsFiles = Any
 
 
-def _tls_files(tls: Any, settings: dict[str, str], listeners: str | None) -> CertFiles | None:
-    """The certificate files to serve TLS with: given, or made when a TLS listener needs them."""
+def _tls_files(
+    tls: Any, settings: dict[str, str], listeners: str | None
+) -> tuple[CertFiles | None, TemporaryDirectory[str] | None]:
+    """The certificate files to serve TLS with: given, or made when a TLS listener needs them;
+    and, for made ones, the temporary directory that holds them.
+
+    The caller keeps that directory for as long as the files may be used (an embedded server
+    may be started again after a stop): it is removed, private keys and all, once the caller
+    lets it go, or at exit.
+    """
     wants_tls = "SSL" in (listeners or settings.get("listeners", "")).upper()
     if tls is None and not wants_tls:
-        return None  # and cryptography stays unloaded
+        return None, None  # and cryptography stays unloaded
     from minicoord.server.security.certs import CertFiles, write_certs
 
     if isinstance(tls, CertFiles):
-        return tls
+        return tls, None
     if tls is not None:
         directory = Path(tls)
         if (directory / "ca.pem").exists():
-            return _files_in(directory)
-        return write_certs(directory)
+            return _files_in(directory), None
+        return write_certs(directory), None
     if "ssl.keystore.location" not in settings:
-        import tempfile
+        from tempfile import TemporaryDirectory
 
-        return write_certs(tempfile.mkdtemp(prefix="minicoord-certs-"))
-    return None
+        made = TemporaryDirectory(prefix="minicoord-certs-")
+        return write_certs(made.name), made
+    return None, None
 
 
 def _files_in(directory: Path) -> CertFiles:

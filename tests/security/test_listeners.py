@@ -7,7 +7,7 @@ import pytest
 from kafka.protocol.metadata import FindCoordinatorRequest, FindCoordinatorResponse
 from minicoord.server.config import Config, ConfigError
 from minicoord.server.security.listeners import listeners_of
-from minicoord.testing.embedded import running
+from minicoord.testing.embedded import EmbeddedServer, running
 from rawkit import Raw, plain_token
 
 CUSTOM = {
@@ -161,3 +161,30 @@ def test_requested_client_auth_takes_a_certificate_or_none() -> None:
         assert principals == ["User:ANONYMOUS", "User:CN=client,O=minicoord"]
         anonymous.close()
         named.close()
+
+
+def test_certificates_made_for_a_server_go_with_it() -> None:
+    # Made in a temporary directory, private keys included: kept across a stop and a second
+    # start of the same server, removed once the server object goes (a suite that starts a
+    # TLS server per test must not leave a directory of keys per test behind).
+    import gc
+
+    server = EmbeddedServer(listeners="SSL://127.0.0.1:0")
+    assert server.tls is not None
+    directory = server.tls.ca.parent
+    for _ in range(2):
+        with server:
+            raw = Raw(server.address_of("SSL"), _ca(server))
+            assert raw.api_versions().error_code == 0
+            raw.close()
+        assert (directory / "server.key").exists()
+    del server
+    gc.collect()
+    assert not directory.exists()
+
+
+def _ca(server: EmbeddedServer) -> object:
+    from rawkit import client_tls
+
+    assert server.tls is not None
+    return client_tls(str(server.tls.ca))
