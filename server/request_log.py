@@ -354,6 +354,10 @@ def request_fields(
         out["member"] = [member]
     elif api_key == 13 and getattr(request, "members", None):  # LeaveGroup v3+: a batch
         out["member"] = [m.member_id for m in request.members if m.member_id]
+    elif api_key == 9 and getattr(request, "groups", None):  # OffsetFetch v8+: per group
+        members = [getattr(g, "member_id", None) for g in request.groups]
+        if any(members):
+            out["member"] = [m for m in members if m]
     instance = getattr(request, "group_instance_id", None) or getattr(request, "instance_id", None)
     if instance:
         out["instance"] = [instance]
@@ -374,6 +378,8 @@ def _topics(api_key: int, request: Any, broker: Broker | None) -> list[str]:
     if api_key == 3 and getattr(request, "topics", None) is None:
         return ["*"]  # Metadata for every topic (v1+; v0 asks for all with an empty list)
     items = getattr(request, "topic_data", None) if api_key == 0 else None
+    if api_key == 9 and getattr(request, "groups", None):  # OffsetFetch v8+: per group
+        items = [t for g in request.groups for t in g.topics or ()]
     if items is None:
         items = getattr(request, "topics", None)
     if items is None and api_key == 20:  # DeleteTopics before v6

@@ -356,3 +356,35 @@ def test_levels_are_put_back_only_when_every_server_that_set_them_stopped() -> N
     assert second.call(lambda: second.server.broker.request_log is not None)
     b.__exit__(None, None, None)
     assert logging.getLogger("minicoord").level == level
+
+
+def test_offset_fetch_v8_and_later_name_each_groups_member_and_topics() -> None:
+    # v8+ moved the member and topics into groups[]; librdkafka sends v9 in both protocols.
+    from minicoord.protocol.apis import SPECS
+    from minicoord.server.request_log import request_fields
+
+    request = SPECS[9].request
+    group, topic = (
+        request.OffsetFetchRequestGroup,
+        request.OffsetFetchRequestGroup.OffsetFetchRequestTopics,
+    )
+    v9 = request(
+        version=9,
+        groups=[
+            group(
+                group_id="a",
+                member_id="m-a",
+                member_epoch=3,
+                topics=[topic(name="orders", partition_indexes=[0])],
+            ),
+            group(group_id="b", member_id=None, member_epoch=-1, topics=None),
+        ],
+        require_stable=False,
+    )
+    assert request_fields(9, v9) == {"group": ["a", "b"], "member": ["m-a"], "topics": ["orders"]}
+    v8 = request(
+        version=8,
+        groups=[group(group_id="a", topics=[topic(name="x", partition_indexes=[1])])],
+        require_stable=False,
+    )
+    assert request_fields(9, v8) == {"group": ["a"], "topics": ["x"]}
