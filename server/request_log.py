@@ -129,7 +129,8 @@ class Refusals:
         if detail:
             text += f" ({detail})"
         if held_back:
-            text += f"; {held_back} more like it in the last {self.window_s:.0f} s not logged"
+            # Held back since the last line like it, which may be long before this one.
+            text += f"; {held_back} more like it since the last line like it, not logged"
         fields = {
             "event": "refused",
             "api": api,
