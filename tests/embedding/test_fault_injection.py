@@ -353,3 +353,21 @@ async def test_errors_metric_counts_each_partitions_error(group_id: str) -> None
             await consumer.stop()
     pattern = r'minicoord_errors_total\{api="OffsetCommit",error="OFFSET_METADATA_TOO_LARGE"\} 2\.0'
     assert re.search(pattern, body), body
+
+
+def test_the_readmes_table_of_control_methods_names_their_parameters() -> None:
+    # The table is how users call `server.control`: each method it lists exists, takes the
+    # parameters it names (a wrong keyword is a TypeError), and in that order.
+    import inspect
+    from pathlib import Path
+
+    from minicoord.server.faults import Controller
+
+    readme = Path(__file__).resolve().parents[2] / "README.md"
+    rows = re.findall(r"^\| `(\w+)\(([^)]*)\)` \| `", readme.read_text(), re.MULTILINE)
+    assert len(rows) >= 10, rows
+    for name, params in rows:
+        method = getattr(Controller, name)
+        expected = [p.split("=")[0].strip() for p in params.split(",") if p.strip()]
+        actual = list(inspect.signature(method).parameters)[1:]
+        assert actual == expected, (name, actual, expected)
