@@ -15,11 +15,12 @@ session with the ini option `minicoord_configs` (lines of key=value) and `minico
 from __future__ import annotations
 
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 from minicoord.server.config import ConfigError, parse_setting
 from minicoord.server.topics import parse_topic_spec
-from minicoord.testing.embedded import EmbeddedServer, running
+from minicoord.testing.embedded import EmbeddedServer
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -75,12 +76,24 @@ def minicoord(request: pytest.FixtureRequest) -> Iterator[EmbeddedServer]:
         for k in ("acls", "super_users", "listeners", "users", "tls", "ssl_client_auth")
         if k in kwargs
     }
-    with running(kwargs.get("configs"), kwargs.get("topics", ()), **security) as server:
+    configs, topics = kwargs.get("configs"), kwargs.get("topics", ())
+    with _settled("@pytest.mark.minicoord", configs, topics, **security) as server:
         yield server
 
 
 @pytest.fixture(scope="session")
 def minicoord_session(pytestconfig: pytest.Config) -> Iterator[EmbeddedServer]:
     configs = _configs(pytestconfig.getini("minicoord_configs"))
-    with running(configs, _topics(pytestconfig.getini("minicoord_topics"))) as server:
+    topics = _topics(pytestconfig.getini("minicoord_topics"))
+    with _settled("minicoord_configs/minicoord_topics", configs, topics) as server:
         yield server
+
+
+def _settled(where: str, configs: Any, topics: Any, **security: Any) -> EmbeddedServer:
+    """The server these settings describe, not yet started; settings it refuses (an unknown
+    config, a bad value or topic) are a usage error that says where they came from, as a
+    malformed line is, not a traceback from inside the fixture."""
+    try:
+        return EmbeddedServer(configs, topics, **security)
+    except ValueError as exc:  # ConfigError and InvalidAcl are ValueErrors
+        raise pytest.UsageError(f"{where}: {exc}") from None

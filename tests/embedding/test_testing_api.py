@@ -134,6 +134,16 @@ def test_bad_ini_lines_are_named_with_what_is_wrong(pytester: pytest.Pytester) -
     )
     result = pytester.runpytest_subprocess("-p", "no:cacheprovider")
     result.stdout.fnmatch_lines(["*minicoord_topics: expected NAME:PARTITIONS, got 'orders'*"])
+    # Well formed, but a config the server does not know: named as a usage error too.
+    pytester.makeini(
+        """
+        [pytest]
+        minicoord_configs =
+            no.such.config = 1
+        """
+    )
+    result = pytester.runpytest_subprocess("-p", "no:cacheprovider")
+    result.stdout.fnmatch_lines(["*UsageError*minicoord_configs*unknown config 'no.such.config'*"])
 
 
 def test_a_marker_keyword_it_does_not_know_is_a_usage_error(pytester: pytest.Pytester) -> None:
@@ -148,6 +158,19 @@ def test_a_marker_keyword_it_does_not_know_is_a_usage_error(pytester: pytest.Pyt
     )
     result = pytester.runpytest_subprocess("-p", "no:cacheprovider")
     result.stdout.fnmatch_lines(["*@pytest.mark.minicoord takes keywords*not topic*"])
+    pytester.makepyfile(
+        """
+        import pytest
+
+        @pytest.mark.minicoord(configs={"no.such.config": 1})
+        def test_unknown(minicoord):
+            pass
+        """
+    )
+    result = pytester.runpytest_subprocess("-p", "no:cacheprovider")
+    result.stdout.fnmatch_lines(
+        ["*UsageError*@pytest.mark.minicoord: unknown config 'no.such.config'*"]
+    )
     result.assert_outcomes(errors=1)
 
 
