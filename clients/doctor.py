@@ -11,8 +11,9 @@ With `security.protocol=SSL` or `SASL_SSL` it speaks TLS, set up from the client
 settings as librdkafka reads them, and plaintext only when that fails.
 
 Exit status: 0 every setting given can work; 1 one cannot (or the advertised listeners are
-unreachable from here, which stops every client after bootstrap); 2 a malformed -X; 3 no
-Kafka answer at that address.
+unreachable from here, which stops every client after bootstrap, or the listener's TLS
+certificate is not one the settings trust); 2 a malformed -X; 3 no Kafka answer at that
+address. A comma-separated list (bootstrap.servers) is tried in turn until one answers.
 """
 
 from __future__ import annotations
@@ -101,6 +102,12 @@ async def examine(
         client, adv, failed = await _first_answer(host, port, client_id, timeout, tls)
         if adv is None:
             report["tls_error"] = failed
+            if failed is not None and "CERTIFICATE_VERIFY_FAILED" in failed:
+                report["tls_untrusted"] = True
+                report["tls_error"] = (
+                    f"{failed}: the listener speaks TLS, with a certificate your settings do "
+                    "not trust (ssl.ca.location names the CA that signed it)"
+                )
     if adv is None:
         tls = None
         client, adv, failed = await _first_answer(host, port, client_id, timeout, None)
@@ -351,7 +358,9 @@ def _listeners(report: dict[str, Any]) -> Finding:
 
 def exit_status(report: dict[str, Any]) -> int:
     if "error" in report:
-        return 3
+        # A listener that speaks TLS with a certificate the client's settings do not trust
+        # is Kafka's, most likely; it is the settings that cannot work there.
+        return 1 if report.get("tls_untrusted") else 3
     findings = [report["listeners"], *report["checks"]]
     return 1 if any(f["verdict"] == CANNOT for f in findings) else 0
 
@@ -359,12 +368,23 @@ def exit_status(report: dict[str, Any]) -> int:
 def run(args: argparse.Namespace) -> int:
     try:
         settings = parse_settings(args.settings)
-        host, port = parse_address(args.bootstrap, default_host="127.0.0.1")
+        # A bootstrap.servers list, as pasted from a client's settings: each address in turn,
+        # as a client bootstraps, until one answers.
+        addresses = [
+            parse_address(a.strip(), default_host="127.0.0.1")
+            for a in args.bootstrap.split(",")
+            if a.strip()
+        ]
+        if not addresses:
+            raise ValueError(f"expected HOST:PORT, got {args.bootstrap!r}")
         tls = tls_context(settings)
     except ValueError as exc:
         print(f"minicoord: {exc}", file=sys.stderr)
         return 2
-    report = asyncio.run(examine(host, port, settings, args.timeout, tls))
+    for host, port in addresses:
+        report = asyncio.run(examine(host, port, settings, args.timeout, tls))
+        if "error" not in report:
+            break
     if args.json:
         print(json.dumps(report, indent=2, ensure_ascii=False, default=str))
     else:

@@ -213,6 +213,20 @@ def test_doctor_at_an_address_that_does_not_answer_kafka(
     assert code == 3 and json.loads(out)["error"].startswith(f"cannot connect to 127.0.0.1:{port}")
 
 
+def test_doctor_takes_a_bootstrap_servers_list_and_uses_the_first_that_answers(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    with socket.socket() as closed:
+        closed.bind(("127.0.0.1", 0))
+        gone = f"127.0.0.1:{closed.getsockname()[1]}"  # bound, not listening: refused
+        with running() as s:
+            code, out = doctor(capsys, "--json", f"{gone}, {s.bootstrap}")
+            assert code == 0, out
+            assert json.loads(out)["bootstrap"] == s.bootstrap
+        code, out = doctor(capsys, "--json", f"{gone},{gone}")
+    assert code == 3 and json.loads(out)["error"].startswith(f"cannot connect to {gone}")
+
+
 def test_doctor_refuses_a_malformed_setting(capsys: pytest.CaptureFixture[str]) -> None:
     capsys.readouterr()
     assert main(["doctor", "127.0.0.1:9", "-X", "group.protocol"]) == 2

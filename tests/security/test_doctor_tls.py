@@ -67,6 +67,13 @@ def test_doctor_speaks_tls_to_tls_listeners(
     (state, why) = verdict(out, "security.protocol=SSL")
     assert state == "CANNOT WORK" and "does not speak TLS" in why and "(TLS)" in why
 
+    # No CA given: the listener's certificate is not trusted. That is the settings' fault,
+    # not a missing server: exit 1, saying so.
+    sasl = ["-X", "security.protocol=SASL_SSL", "-X", "sasl.mechanism=PLAIN"]
+    code, out, _ = doctor(capsys, sasl_ssl, "--timeout", "0.5", *sasl)
+    assert code == 1, out
+    assert "CERTIFICATE_VERIFY_FAILED" in out and "ssl.ca.location names the CA" in out, out
+
     # A CA file that is not there is a malformed argument.
     code, _, err = doctor(capsys, plain, "-X", "security.protocol=SSL", "-X", "ssl.ca.location=/no")
     assert code == 2 and "the ssl.* settings cannot be used" in err
