@@ -44,16 +44,40 @@ def control_routes(control: Controller) -> dict[tuple[str, str], Route]:
         "log-level": lambda q: _log_level(control, q),
     }
     routes: dict[tuple[str, str], Route] = {
-        ("POST", f"/{name}"): _route(fn) for name, fn in actions.items()
+        ("POST", f"/{name}"): _route(fn, PARAMETERS[name]) for name, fn in actions.items()
     }
-    routes[("GET", "/groups")] = _route(lambda q: _groups(control))
-    routes[("GET", "/describe")] = _route(lambda q: _describe(control, q["group"]))
+    routes[("GET", "/groups")] = _route(lambda q: _groups(control), PARAMETERS["groups"])
+    describe = _route(lambda q: _describe(control, q["group"]), PARAMETERS["describe"])
+    routes[("GET", "/describe")] = describe
     return routes
 
 
-def _route(fn: Callable[[dict[str, str]], dict[str, Any]]) -> Route:
+# What each action reads: a parameter it does not (a misspelt `duration_ms`) is refused, not
+# ignored, so that an action never runs on defaults its caller thought they had changed.
+PARAMETERS: dict[str, frozenset[str]] = {
+    "rebalance": frozenset({"group"}),
+    "expire": frozenset({"group", "member"}),
+    "fail": frozenset({"api", "error", "count", "group", "client"}),
+    "cut": frozenset({"api", "count", "before"}),
+    "latency": frozenset({"api", "ms", "duration_ms"}),
+    "moved": frozenset({"duration_ms", "group"}),
+    "loading": frozenset({"duration_ms", "group"}),
+    "clear": frozenset(),
+    "log-level": frozenset({"level", "logger"}),
+    "groups": frozenset(),
+    "describe": frozenset({"group"}),
+}
+
+
+def _route(fn: Callable[[dict[str, str]], dict[str, Any]], takes: frozenset[str]) -> Route:
     def route(query: dict[str, str]) -> tuple[int, str, bytes]:
-        status, body = _answer(fn, query)
+        unknown = sorted(set(query) - takes)
+        if unknown:
+            why = f"unknown parameter {', '.join(map(repr, unknown))} (takes: "
+            why += f"{', '.join(sorted(takes)) or 'none'})"
+            status, body = 400, {"ok": False, "message": why, "error": why}
+        else:
+            status, body = _answer(fn, query)
         return status, "application/json", json.dumps(body).encode()
 
     return route
@@ -73,6 +97,15 @@ def _answer(fn: Callable[[dict[str, str]], dict[str, Any]], query: dict[str, str
         return 400, {"ok": False, "message": why, "error": why}
     except ValueError as exc:
         return 400, {"ok": False, "message": str(exc), "error": str(exc)}
+
+
+def _int(q: dict[str, str], name: str, default: str | None = None) -> int:
+    """An integer parameter; a refusal in words, not int()'s, when it is not one."""
+    value = q[name] if default is None else q.get(name, default)
+    try:
+        return int(value)
+    except ValueError:
+        raise ValueError(f"{name} must be an integer, got {value!r}") from None
 
 
 def _summary(control: Controller, group_id: str) -> dict[str, Any] | None:
@@ -107,7 +140,9 @@ def _rebalance(control: Controller, group_id: str) -> dict[str, Any]:
         change = f"{word} {before['generation']} → {after['generation']}"
     else:
         # A classic generation moves on when the members have rejoined.
-        change = f"{word} {before['generation']} → {before['generation'] + 1}"
+        change = (
+            f"{word} {before['generation']} → {before['generation'] + 1} once the members rejoin"
+        )
     return {
         "result": True,
         "message": f"group {group_id}: rebalance forced ({change})",
@@ -154,7 +189,7 @@ def _optional(q: dict[str, str], name: str) -> str | None:
 
 
 def _fail(control: Controller, q: dict[str, str]) -> dict[str, Any]:
-    count = int(q.get("count", "1"))
+    count = _int(q, "count", "1")
     control.fail_next(q["api"], count, q["error"], _optional(q, "group"), _optional(q, "client"))
     scope = [
         f"group {q['group']}" if q.get("group") else "",
@@ -175,7 +210,7 @@ def _next(count: int, api: str) -> str:
 
 
 def _cut(control: Controller, q: dict[str, str]) -> dict[str, Any]:
-    count = int(q.get("count", "1"))
+    count = _int(q, "count", "1")
     before = q.get("before", "false")
     if before not in ("true", "false"):
         raise ValueError(f"parameter 'before' is {before!r}; true or false")
@@ -187,17 +222,17 @@ def _cut(control: Controller, q: dict[str, str]) -> dict[str, Any]:
 
 
 def _latency(control: Controller, q: dict[str, str]) -> dict[str, Any]:
-    duration = int(q["duration_ms"]) if "duration_ms" in q else None
-    control.add_latency(q["api"], int(q["ms"]), duration)
+    duration = _int(q, "duration_ms") if "duration_ms" in q else None
+    control.add_latency(q["api"], _int(q, "ms"), duration)
     until = "until cleared" if duration is None else f"for {duration} ms"
     return {
         "result": None,
-        "message": f"{_api_name(q['api'])} answers delayed by {int(q['ms'])} ms {until}",
+        "message": f"{_api_name(q['api'])} answers delayed by {_int(q, 'ms')} ms {until}",
     }
 
 
 def _partitions(control: Controller, q: dict[str, str], kind: str) -> dict[str, Any]:
-    duration = int(q["duration_ms"])
+    duration = _int(q, "duration_ms")
     group = _optional(q, "group")
     fn = control.coordinator_moved if kind == "moved" else control.coordinator_loading
     partitions = fn(duration, group)

@@ -1,8 +1,9 @@
 """`minicoord ctl`: the control API of a running server, in words, tables or JSON.
 
 Exit status: 0 done; 1 the group or member named does not exist, or cannot take the action
-now (no members, already rebalancing); 2 a bad request (unknown API, error or level); 3 the
-control API cannot be reached. With `--json` the server's whole answer is printed on stdout
+now (no members, already rebalancing); 2 a bad request (unknown API, error or level, or a
+malformed --control address); 3 the control API cannot be reached (or what answers there is
+not it). With `--json` the server's whole answer is printed on stdout
 whatever happened, for scripts; the exit status is the same.
 """
 
@@ -46,25 +47,49 @@ def _params(args: argparse.Namespace) -> dict[str, object]:
     return params
 
 
+class NotControlApi(Exception):
+    """Something answered HTTP at the address, but not as minicoord's control API does."""
+
+
 def call(control: str, action: str, params: dict[str, object]) -> tuple[int, dict[str, Any]]:
-    """One control API call: (HTTP status, answer); raises OSError when unreachable."""
+    """One control API call: (HTTP status, answer); raises OSError when unreachable and
+    NotControlApi when what answers is not the control API (the metrics port, say)."""
     method = "GET" if action in READS else "POST"
     url = f"http://{control}/{action}?{urllib.parse.urlencode(params)}"
     request = urllib.request.Request(url, method=method)
     try:
         with urllib.request.urlopen(request, timeout=10) as response:
-            return response.status, json.loads(response.read())
+            status, raw = response.status, response.read()
     except urllib.error.HTTPError as exc:
-        raw = exc.read()
-        try:
-            return exc.code, json.loads(raw or b"{}")
-        except ValueError:
-            return exc.code, {"ok": False, "error": raw.decode(errors="replace").strip()}
+        status, raw = exc.code, exc.read()
+    try:
+        body = json.loads(raw)
+    except ValueError:
+        body = None
+    # Every answer of the control API, refusals included, is a JSON object saying "ok".
+    if not isinstance(body, dict) or "ok" not in body:
+        text = raw.decode(errors="replace").strip().splitlines()
+        raise NotControlApi(f"HTTP {status}: {text[0][:80] if text else 'no body'}")
+    return status, body
 
 
 def run(args: argparse.Namespace) -> int:
+    from minicoord.clients.connection import parse_address
+
+    try:
+        parse_address(args.control)
+    except ValueError as exc:
+        print(f"minicoord: --control: {exc}", file=sys.stderr)
+        return 2
     try:
         status, body = call(args.control, args.action, _params(args))
+    except NotControlApi as exc:
+        print(
+            f"minicoord: {args.control} is not minicoord's control API "
+            f"(--control-port's address; it answered {exc})",
+            file=sys.stderr,
+        )
+        return 3
     except OSError as exc:
         print(f"minicoord: cannot reach the control API at {args.control}: {exc}", file=sys.stderr)
         return 3

@@ -218,8 +218,8 @@ def test_every_action_in_words_and_json(
     code, body = ctl.json("rebalance", classic)
     assert code == 0 and body["result"] is True
     assert (
-        body["message"]
-        == f"group {classic}: rebalance forced (generation {generation} → {generation + 1})"
+        body["message"] == f"group {classic}: rebalance forced "
+        f"(generation {generation} → {generation + 1} once the members rejoin)"
     )
     assert body["before"]["state"] == "Stable" and body["after"]["state"] == "PreparingRebalance"
     code, _, err = ctl("rebalance", classic)  # already under way
@@ -392,6 +392,21 @@ def test_a_child_process_ctl_and_an_unreachable_control_api(server: EmbeddedServ
     assert done.stderr.startswith(f"minicoord: cannot reach the control API at {address}")
 
 
+def test_an_address_that_is_not_the_control_api(capsys: pytest.CaptureFixture[str]) -> None:
+    # The metrics port answers HTTP, but not as the control API: not "group not found" (1).
+    with running(metrics_port=0) as s:
+        metrics = f"127.0.0.1:{s.server.metrics_port}"
+        for action in ("groups", "clear"):
+            capsys.readouterr()
+            assert main(["ctl", "--control", metrics, action]) == 3
+            err = capsys.readouterr().err
+            assert err.startswith(f"minicoord: {metrics} is not minicoord's control API"), err
+    for bad in ("nonsense", "127.0.0.1:99999"):
+        capsys.readouterr()
+        assert main(["ctl", "--control", bad, "groups"]) == 2
+        assert capsys.readouterr().err.startswith("minicoord: --control: ")
+
+
 def test_a_group_of_a_loading_partition_is_not_said_not_to_exist(
     server: EmbeddedServer, ctl: Ctl
 ) -> None:
@@ -431,7 +446,12 @@ def test_a_group_of_a_loading_partition_is_not_said_not_to_exist(
         ("/loading?duration_ms=100&group=", "parameter 'group' is empty"),
         ("/fail?api=Heartbeat&error=NOT_COORDINATOR&client=", "parameter 'client' is empty"),
         ("/cut?api=Heartbeat&before=maybe", "parameter 'before' is 'maybe'; true or false"),
-        ("/moved?ms=100", "missing parameter 'duration_ms'"),
+        ("/moved?group=g", "missing parameter 'duration_ms'"),
+        # A misspelt parameter is not left for a default to take its place.
+        ("/moved?ms=100", "unknown parameter 'ms' (takes: duration_ms, group)"),
+        ("/fail?api=Heartbeat&error=NOT_COORDINATOR&count=1&bogus=1", "unknown parameter 'bogus'"),
+        ("/fail?api=Heartbeat&error=NOT_COORDINATOR&count=x", "count must be an integer, got 'x'"),
+        ("/latency?api=Heartbeat&ms=abc", "ms must be an integer, got 'abc'"),
         ("/log-level?level=DEBUG&logger=", "parameter 'logger' is empty"),
     ],
 )
