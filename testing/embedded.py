@@ -172,7 +172,8 @@ class EmbeddedServer:
 
     def call(self, fn: Callable[[], T], timeout: float = 10) -> T:
         """Run fn on the server's loop thread and return its result."""
-        assert self._loop is not None
+        if self._loop is None or self._thread is None or not self._thread.is_alive():
+            raise RuntimeError("the server is not running: start() it (or use running()) first")
         future: concurrent.futures.Future[T] = concurrent.futures.Future()
 
         def run() -> None:

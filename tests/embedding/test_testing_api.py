@@ -13,7 +13,7 @@ from minicoord.protocol.records import Record, offset_commit_key, offset_commit_
 from minicoord.server.coordinator.partitioning import partition_for
 from minicoord.storage.log import OFFSETS_TOPIC, log_dir
 from minicoord.storage.partition_log import PartitionLog
-from minicoord.testing import running
+from minicoord.testing import EmbeddedServer, running
 
 pytest_plugins = ["pytester"]
 
@@ -244,3 +244,13 @@ def test_a_start_that_times_out_leaves_nothing_running(tmp_path: Path) -> None:
     with running(data_dir=tmp_path) as server:
         described = server.control.describe_group(group)
         assert described is not None
+
+
+def test_a_server_not_running_says_so_when_asked_to_act() -> None:
+    server = EmbeddedServer()
+    with pytest.raises(RuntimeError, match="not running"):
+        server.control.groups()
+    with server:
+        assert server.control.groups() == []
+    with pytest.raises(RuntimeError, match="not running"):
+        server.control.force_rebalance("g")
