@@ -45,7 +45,8 @@ def api_key(api: str | int) -> int:
     try:
         return API_BY_NAME[str(api).lower()]
     except KeyError:
-        raise ValueError(f"unknown API {api!r}; one of {sorted(API_BY_NAME)}") from None
+        names = ", ".join(sorted(name for name, _ in SOURCES.values()))
+        raise ValueError(f"unknown API {api!r}; one of {names}") from None
 
 
 def error_code(error: str | int) -> ErrorCode:

@@ -278,6 +278,7 @@ def test_every_action_in_words_and_json(
     ]  # fmt: skip
     code, _, err = ctl("fail", "NoSuchApi", "NONE")
     assert code == 2 and err.startswith("minicoord: unknown API 'NoSuchApi'")
+    assert "ApiVersions, ConsumerGroupDescribe" in err  # the names as Kafka spells them
     code, body = ctl.json("fail", "Heartbeat", "NO_SUCH_ERROR")
     unknown = "unknown error code 'NO_SUCH_ERROR'"
     assert code == 2 and body == {"ok": False, "message": unknown, "error": unknown}
