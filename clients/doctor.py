@@ -39,6 +39,7 @@ from minicoord.clients.doctor_checks import (
     api_name,
     check_settings,
     features,
+    librdkafka_bool,
 )
 from minicoord.protocol.apis import SPECS
 from minicoord.protocol.errors import ErrorCode
@@ -67,7 +68,8 @@ def tls_context(settings: dict[str, str]) -> Any:
 
     try:
         context = ssl.create_default_context(cafile=settings.get("ssl.ca.location") or None)
-        if settings.get("enable.ssl.certificate.verification", "true").lower() == "false":
+        verify = settings.get("enable.ssl.certificate.verification", "true")
+        if librdkafka_bool(verify) is False:
             context.check_hostname = False
             context.verify_mode = ssl.CERT_NONE
         elif settings.get("ssl.endpoint.identification.algorithm", "https").lower() == "none":

@@ -243,10 +243,21 @@ def _group_id(
     return OK, f"its coordinator is node {coordinator['node_id']} at {where}"
 
 
+def librdkafka_bool(value: str) -> bool | None:
+    """A boolean property as librdkafka reads it (true/t/1, false/f/0, any case); None for
+    anything else, which it refuses ("Expected bool value")."""
+    return {"true": True, "t": True, "1": True, "false": False, "f": False, "0": False}.get(
+        value.strip().lower()
+    )
+
+
 def _idempotence(
     adv: Advertised, value: str, _: dict[str, str], __: dict[str, Any]
 ) -> tuple[str, str]:
-    if value.lower() != "true":
+    on = librdkafka_bool(value)
+    if on is None:
+        return CANNOT, f"{value!r} is not a boolean: the client refuses it (true or false)"
+    if not on:
         return OK, "idempotence off: nothing more needed"
     if not adv.has(INIT_PRODUCER_ID):
         return (

@@ -165,6 +165,17 @@ def test_doctor_against_a_server_without_the_apis_a_setting_needs(
     ]
     # The last -X of a key wins, as in librdkafka: the classic protocol can work.
     assert row(out, "group.protocol=classic")[1] == "ok"
+    # Booleans as librdkafka reads them: 1 is on (and cannot work here), maybe is refused.
+    code, out = doctor(capsys, server.bootstrap, "-X", "enable.idempotence=1")
+    assert code == 1 and row(out, "enable.idempotence=1")[1] == "CANNOT WORK"
+    code, out = doctor(capsys, server.bootstrap, "-X", "enable.idempotence=F")
+    assert code == 0 and row(out, "enable.idempotence=F")[1:] == [
+        "ok", "idempotence off: nothing more needed"
+    ]  # fmt: skip
+    code, out = doctor(capsys, server.bootstrap, "-X", "enable.idempotence=maybe")
+    assert code == 1 and row(out, "enable.idempotence=maybe")[1:] == [
+        "CANNOT WORK", "'maybe' is not a boolean: the client refuses it (true or false)"
+    ]  # fmt: skip
 
     # With no mechanism named, a client tries its default (GSSAPI): the handshake is asked,
     # and this listener answers it ILLEGAL_SASL_STATE.
