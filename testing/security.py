@@ -168,13 +168,18 @@ def client_settings(
     if listener is not None:
         matches = [lst for lst in server.listeners if lst.name == listener.upper()]
         if not matches:
-            raise KeyError(f"no listener {listener}")
+            names = ", ".join(lst.name for lst in server.listeners)
+            raise ValueError(f"no listener {listener}; this server has {names}")
         chosen = matches[0]
     tls = embedded.tls
     if chosen.sasl and mechanism is None:
         mechanism = "PLAIN"
     if chosen.sasl and user is None and embedded.users:
         user = next(iter(embedded.users))
+    if user is not None and user not in embedded.users:
+        # Settings without a password would fail the login with nothing said about why.
+        known = ", ".join(embedded.users) or "none (give users=)"
+        raise ValueError(f"no user {user!r} on this server; its users: {known}")
     return ClientSettings(
         server.address_of(chosen.name),
         chosen.protocol,

@@ -188,3 +188,13 @@ def _ca(server: EmbeddedServer) -> object:
 
     assert server.tls is not None
     return client_tls(str(server.tls.ca))
+
+
+def test_client_settings_for_a_listener_or_user_the_server_lacks_say_so() -> None:
+    listeners = "PLAINTEXT://127.0.0.1:0,SASL_PLAINTEXT://127.0.0.1:0"
+    with running(listeners=listeners, users={"alice": "pw"}) as server:
+        assert server.client("SASL_PLAINTEXT", "alice").password == "pw"
+        with pytest.raises(ValueError, match="no user 'bob' on this server; its users: alice"):
+            server.client("SASL_PLAINTEXT", "bob")
+        with pytest.raises(ValueError, match="no listener SSL; this server has PLAINTEXT, SASL"):
+            server.client("SSL")
