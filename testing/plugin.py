@@ -38,6 +38,17 @@ def pytest_configure(config: pytest.Config) -> None:
         "minicoord(configs=None, topics=(), acls=(), super_users=(), listeners=None, "
         "users=None, tls=None, ssl_client_auth=None): settings of the test's minicoord server",
     )
+    # kafka-python, whose protocol classes the server loads as it serves, reads its bundled
+    # schemas with the legacy importlib.resources.read_text: two warnings per schema (the
+    # second from the open_text that read_text itself calls), hundreds in the summary of a
+    # suite that only uses the fixtures. Only those are silenced, not the user's own calls.
+    config.addinivalue_line(
+        "filterwarnings", "ignore:read_text is deprecated:DeprecationWarning:kafka"
+    )
+    config.addinivalue_line(
+        "filterwarnings",
+        "ignore:open_text is deprecated:DeprecationWarning:importlib.resources._legacy",
+    )
 
 
 MARKER_SETTINGS = frozenset(

@@ -254,3 +254,39 @@ def test_a_server_not_running_says_so_when_asked_to_act() -> None:
         assert server.control.groups() == []
     with pytest.raises(RuntimeError, match="not running"):
         server.control.force_rebalance("g")
+
+
+def test_the_plugin_hides_kafka_pythons_legacy_resource_warnings_only(
+    pytester: pytest.Pytester,
+) -> None:
+    # Serving loads kafka-python's protocol classes, whose schemas it reads with the legacy
+    # importlib.resources.read_text: without the plugin's filters a user's suite summary
+    # shows two DeprecationWarnings per schema. The user's own call still warns.
+    pytester.makepyfile(
+        """
+        import importlib.resources
+        from confluent_kafka import Consumer, Producer
+
+        def test_serve(minicoord):
+            producer = Producer({"bootstrap.servers": minicoord.bootstrap, "log_level": 0})
+            producer.produce("t", b"x")
+            assert producer.flush(10) == 0
+            consumer = Consumer(
+                {"bootstrap.servers": minicoord.bootstrap, "group.id": "g", "log_level": 0}
+            )
+            consumer.subscribe(["t"])
+            for _ in range(50):
+                consumer.poll(0.1)
+                if consumer.assignment():
+                    break
+            consumer.close()
+
+        def test_own_call():
+            importlib.resources.read_text("email", "__init__.py")
+        """
+    )
+    result = pytester.runpytest_subprocess("-p", "no:cacheprovider")
+    result.assert_outcomes(passed=2)
+    out = result.stdout.str()
+    assert "test_own_call" in out and out.count("read_text is deprecated") == 1, out
+    assert "open_text is deprecated" not in out, out
