@@ -1,5 +1,5 @@
-"""Classic JoinGroup and the join phase of a rebalance: members (re)joining, the initial
-delay, the join deadline, and the next generation handed out with its leader.
+"""Classic JoinGroup: members joining and rejoining, new, known and static, each parked for
+the join phase (rebalancing.py) or answered at once.
 
 Kafka's GroupCoordinator.scala rules; where this departs from them a comment says so. A mixin
 of GroupManager (manager.py), which owns the state and the timers this uses.
@@ -24,12 +24,10 @@ from minicoord.server.coordinator.results import (
     RebalanceEvent,
     SyncOutcome,
     Ticket,
-    announce_rebalance,
 )
 from minicoord.server.coordinator.state import (
     COMPLETING_REBALANCE,
     DEAD,
-    EMPTY,
     PREPARING_REBALANCE,
     STABLE,
     GroupState,
@@ -59,6 +57,10 @@ class JoinPhase:
         def _on_sync_deadline(self, now: int, group: Group) -> Effects: ...
         def _schedule_pending_check(self, group: Group, deadline: int) -> None: ...
         def _schedule_session_check(self, group: Group, deadline: int) -> None: ...
+        # Provided by RebalancePhase (rebalancing.py).
+        def _maybe_prepare_rebalance(
+            self, fx: Effects, now: int, group: Group, reason: str
+        ) -> None: ...
 
     # -- JoinGroup ------------------------------------------------------------------------
 
@@ -304,182 +306,6 @@ class JoinPhase:
         self._maybe_prepare_rebalance(
             fx, now, group, f"static member {member.group_instance_id} rejoined"
         )
-
-    # -- the join phase ---------------------------------------------------------------------
-
-    def _maybe_prepare_rebalance(self, fx: Effects, now: int, group: Group, reason: str) -> None:
-        if group.can_rebalance:
-            self._prepare_rebalance(fx, now, group, reason)
-        elif group.state is PREPARING_REBALANCE:
-            self._try_complete_join(fx, now, group)
-
-    def _prepare_rebalance(self, fx: Effects, now: int, group: Group, reason: str) -> None:
-        if group.state is GroupState.COMPLETING_REBALANCE:
-            # The assignment being waited for is void: tell parked followers to rejoin.
-            for member in group.members.values():
-                member.assignment = b""
-                if member.sync_ticket is not None:
-                    fx.reply(member.sync_ticket, SyncOutcome(ErrorCode.REBALANCE_IN_PROGRESS))
-                    member.sync_ticket = None
-                    # Kafka's propagateAssignment resets the session of each member it answers.
-                    member.last_heartbeat = now
-        group.pending_sync.clear()
-        self.timers.cancel(("sync", group.group_id))
-        if group.rebalance_started_at is None:
-            group.rebalance_started_at = now
-            group.rebalance_reason = reason
-        was_empty = group.state is GroupState.EMPTY
-        group.transition(GroupState.PREPARING_REBALANCE, now)
-        log.info(
-            "group %s: preparing rebalance from generation %d: %s",
-            group.group_id,
-            group.generation_id,
-            reason,
-        )
-        initial_delay = self.config.group_initial_rebalance_delay_ms
-        if was_empty and initial_delay > 0:
-            delay = min(initial_delay, group.rebalance_timeout_ms)
-            group.in_initial_delay = True
-            group.new_member_added = False
-            group.initial_delay_remaining_ms = group.rebalance_timeout_ms - delay
-            self.timers.schedule(
-                ("join", group.group_id),
-                now + delay,
-                lambda t, g=group: self._on_initial_delay(t, g),
-            )
-            return
-        self._schedule_join_deadline(group, now)
-        self._try_complete_join(fx, now, group)
-
-    def _schedule_join_deadline(self, group: Group, now: int) -> None:
-        self.timers.schedule(
-            ("join", group.group_id),
-            now + group.rebalance_timeout_ms,
-            lambda t, g=group: self._on_join_deadline(t, g),
-        )
-
-    def _on_initial_delay(self, now: int, group: Group) -> Effects:
-        fx = Effects()
-        if group.state is not GroupState.PREPARING_REBALANCE:
-            return fx
-        if group.new_member_added and group.initial_delay_remaining_ms > 0:
-            delay = min(
-                self.config.group_initial_rebalance_delay_ms, group.initial_delay_remaining_ms
-            )
-            group.initial_delay_remaining_ms -= delay
-            group.new_member_added = False
-            self.timers.schedule(
-                ("join", group.group_id),
-                now + delay,
-                lambda t, g=group: self._on_initial_delay(t, g),
-            )
-            return fx
-        group.in_initial_delay = False
-        self._complete_join(fx, now, group)
-        return fx
-
-    def _on_join_deadline(self, now: int, group: Group) -> Effects:
-        fx = Effects()
-        if group.state is GroupState.PREPARING_REBALANCE:
-            self._complete_join(fx, now, group)
-        return fx
-
-    def _try_complete_join(self, fx: Effects, now: int, group: Group) -> None:
-        if (
-            group.state is PREPARING_REBALANCE
-            and not group.in_initial_delay
-            and group.has_all_members_joined()
-        ):
-            self._complete_join(fx, now, group)
-
-    def _complete_join(self, fx: Effects, now: int, group: Group) -> None:
-        self.timers.cancel(("join", group.group_id))
-        group.in_initial_delay = False
-        for member in group.not_yet_rejoined():
-            # Dynamic members that missed the join phase are out; static ones keep their slot
-            # until their session times out.
-            if member.group_instance_id is None:
-                log.info(
-                    "group %s: member %s did not rejoin in time; removing it",
-                    group.group_id,
-                    member.member_id,
-                )
-                self._remove_member(fx, group, member)
-        if group.members and not group.elect_joined_leader():
-            # Only static members that have not rejoined remain: give them another round.
-            self._schedule_join_deadline(group, now)
-            return
-        self._next_generation(fx, now, group)
-
-    def _next_generation(self, fx: Effects, now: int, group: Group) -> None:
-        group.generation_id += 1
-        self.rebalances += 1
-        if not group.members:
-            group.protocol_name = None
-            group.leader_id = None
-            group.transition(EMPTY, now)
-            log.info("group %s: generation %d is empty", group.group_id, group.generation_id)
-            self._persist_group(fx, now, group)
-            self._rebalance_done(group, now)
-            return
-        group.protocol_name = group.select_protocol()
-        group.transition(COMPLETING_REBALANCE, now)
-        log.info(
-            "group %s: generation %d with %d members, protocol %s, leader %s",
-            group.group_id,
-            group.generation_id,
-            len(group.members),
-            group.protocol_name,
-            group.leader_id,
-        )
-        members = self._join_members(group)
-        generation_id = group.generation_id
-        protocol_type = group.protocol_type
-        protocol_name = group.protocol_name
-        leader_id = group.leader_id or ""
-        for member in group.members.values():
-            ticket = group.take_join(member)
-            # joined_at matters only while new; 0 lets go of one int per member.
-            member.is_new = False
-            member.joined_at = 0
-            member.last_heartbeat = now
-            leader = member.member_id == leader_id
-            fx.reply(
-                ticket,
-                # Positional (error, generation, protocol type and name, leader, member id,
-                # members): keywords cost a dataclass's __init__ twice, once per member.
-                JoinOutcome(
-                    _NONE,
-                    generation_id,
-                    protocol_type,
-                    protocol_name,
-                    leader_id,
-                    member.member_id,
-                    members if leader else (),
-                ),
-            )
-        group.pending_sync = set(group.members)
-        # Members that never send SyncGroup are removed after the rebalance timeout, so a
-        # crashed follower cannot hold the group in CompletingRebalance forever.
-        self.timers.schedule(
-            ("sync", group.group_id),
-            now + group.rebalance_timeout_ms,
-            lambda t, g=group: self._on_sync_deadline(t, g),
-        )
-
-    def _rebalance_done(self, group: Group, now: int) -> None:
-        started = group.rebalance_started_at
-        event = RebalanceEvent(
-            group.group_id,
-            group.generation_id,
-            group.state.value,
-            group.rebalance_reason,
-            len(group.members),
-            0 if started is None else now - started,
-        )
-        group.rebalance_started_at = None
-        group.rebalance_reason = ""
-        announce_rebalance(event, self.rebalance_listeners)
 
 
 def _refuse(fx: Effects, ticket: Ticket, error: ErrorCode, member_id: str) -> None:

@@ -1,5 +1,6 @@
 """Classic group membership: Heartbeat, LeaveGroup, their timers, the operator's actions and
-the group's records; JoinGroup and the join phase are in joining.py, SyncGroup in syncing.py.
+the group's records; JoinGroup is in joining.py, the join phase of a rebalance in
+rebalancing.py, SyncGroup in syncing.py.
 
 The rules are those of Kafka's classic group coordinator (GroupCoordinator.scala, and
 GroupMetadataManager's classic paths since 3.7); where this package departs from them a comment
@@ -16,6 +17,7 @@ from minicoord.protocol.errors import ErrorCode
 from minicoord.protocol.records import Record, group_metadata_key, group_metadata_value
 from minicoord.server.config import Config
 from minicoord.server.coordinator.classic.joining import JoinPhase, Protocols
+from minicoord.server.coordinator.classic.rebalancing import RebalancePhase
 from minicoord.server.coordinator.classic.syncing import SyncPhase
 from minicoord.server.coordinator.group import Group
 from minicoord.server.coordinator.member import Member
@@ -74,7 +76,7 @@ def random_member_id(client_id: str) -> str:
     return f"{client_id}-{h[:8]}-{h[8:12]}-4{h[13:16]}-{_VARIANT[h[16]]}{h[17:20]}-{h[20:]}"
 
 
-class GroupManager(SyncPhase, JoinPhase):
+class GroupManager(SyncPhase, JoinPhase, RebalancePhase):
     def __init__(
         self,
         config: Config,
