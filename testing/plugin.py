@@ -88,7 +88,7 @@ def minicoord(request: pytest.FixtureRequest) -> Iterator[EmbeddedServer]:
         if k in kwargs
     }
     configs, topics = kwargs.get("configs"), kwargs.get("topics", ())
-    with _settled("@pytest.mark.minicoord", configs, topics, **security) as server:
+    with _server_for("@pytest.mark.minicoord", configs, topics, **security) as server:
         yield server
 
 
@@ -96,11 +96,11 @@ def minicoord(request: pytest.FixtureRequest) -> Iterator[EmbeddedServer]:
 def minicoord_session(pytestconfig: pytest.Config) -> Iterator[EmbeddedServer]:
     configs = _configs(pytestconfig.getini("minicoord_configs"))
     topics = _topics(pytestconfig.getini("minicoord_topics"))
-    with _settled("minicoord_configs/minicoord_topics", configs, topics) as server:
+    with _server_for("minicoord_configs/minicoord_topics", configs, topics) as server:
         yield server
 
 
-def _settled(where: str, configs: Any, topics: Any, **security: Any) -> EmbeddedServer:
+def _server_for(where: str, configs: Any, topics: Any, **security: Any) -> EmbeddedServer:
     """The server these settings describe, not yet started; settings it refuses (an unknown
     config, a bad value or topic) are a usage error that says where they came from, as a
     malformed line is, not a traceback from inside the fixture."""
