@@ -261,12 +261,13 @@ class TopicRegistry:
                 ErrorCode.INVALID_TOPIC_EXCEPTION,
                 f"Topic '{name}' collides with existing topic: {existing}",
             )
-        if partitions < 1:
-            return ErrorCode.INVALID_PARTITIONS, "Number of partitions must be larger than 0."
+        # The configs before the partition count, as Kafka's controller checks them.
         try:
             validate(configs or {})
         except InvalidConfig as exc:
             return ErrorCode.INVALID_CONFIG, str(exc)
+        if partitions < 1:
+            return ErrorCode.INVALID_PARTITIONS, "Number of partitions must be larger than 0."
         return ErrorCode.NONE, None
 
     def create(

@@ -20,13 +20,15 @@ from minicoord.server.coordinator.results import Result
 from minicoord.server.handlers.base import Handler, RequestContext
 from minicoord.server.security import authorize
 from minicoord.server.topic_configs import TopicConfig
-from minicoord.server.topics import MAX_PARTITIONS_PER_REQUEST
+from minicoord.server.topics import MAX_PARTITIONS_PER_REQUEST, METADATA_TOPIC
 
 API_KEY = 19
 TOO_MANY = "Excessively large number of partitions per request."
 _ZERO_UUID = uuid.UUID(int=0)
 Config = CreateTopicsResponse.CreatableTopicResult.CreatableTopicConfigs
 DUPLICATE = "Duplicate topic name."
+# ControllerApis.createTopics: the one internal topic no request may create.
+PROHIBITED = f"Creation of internal topic {METADATA_TOPIC} is prohibited."
 
 
 def handle(ctx: RequestContext, request: Any) -> Any:
@@ -66,18 +68,22 @@ def handle(ctx: RequestContext, request: Any) -> Any:
         partitions = _partitions(topic, default_partitions)
         configs = {c.name: c.value for c in topic.configs or ()}
         error, message = ErrorCode.NONE, None
-        refused = _assignment_error(topic, broker.config.broker_id)
-        if topic.name not in permitted:
+        if topic.name == METADATA_TOPIC:
+            error, message = ErrorCode.INVALID_REQUEST, PROHIBITED
+        elif topic.name not in permitted:
             error, message = ErrorCode.TOPIC_AUTHORIZATION_FAILED, "Authorization failed."
         elif too_many:
             error, message = ErrorCode.POLICY_VIOLATION, TOO_MANY
-        elif refused is not None:
-            error, message = refused
-        elif topic.replication_factor not in (-1, 1):
-            error = ErrorCode.INVALID_REPLICATION_FACTOR
-            message = f"replication factor {topic.replication_factor} exceeds the 1 broker here"
         else:
+            # Kafka's controller: the name, whether it exists, the configs, and only then the
+            # topic's own settings (a "create if missing" with replication factor 3 learns
+            # that the topic exists, not that the factor cannot be met).
             error, message = registry.check_new(topic.name, partitions, configs)
+            if error in (ErrorCode.NONE, ErrorCode.INVALID_PARTITIONS):
+                error, message = _creation_error(topic, broker.config.broker_id) or (
+                    error,
+                    message,
+                )
         topic_id = _ZERO_UUID
         created = None
         if error is ErrorCode.NONE and not request.validate_only:
@@ -148,6 +154,32 @@ def _partitions(topic: Any, default: int) -> int:
     if topic.assignments:
         return len(topic.assignments)
     return default if topic.num_partitions == -1 else topic.num_partitions
+
+
+def _creation_error(topic: Any, node: int) -> tuple[ErrorCode, str] | None:
+    """What Kafka's ReplicationControlManager.createTopic refuses of a topic whose name,
+    existence and configs passed: its manual assignment, or its replication factor and
+    partition count (in that order, in its words), with this one broker registered."""
+    if topic.assignments:
+        return _assignment_error(topic, node)
+    factor, count = topic.replication_factor, topic.num_partitions
+    if factor < -1 or factor == 0:
+        return (
+            ErrorCode.INVALID_REPLICATION_FACTOR,
+            "Replication factor must be larger than 0, or -1 to use the default value.",
+        )
+    if count < -1 or count == 0:
+        return (
+            ErrorCode.INVALID_PARTITIONS,
+            "Number of partitions was set to an invalid non-positive value.",
+        )
+    if factor > 1:
+        return (
+            ErrorCode.INVALID_REPLICATION_FACTOR,
+            f"Unable to replicate the partition {factor} time(s): The target replication "
+            f"factor of {factor} cannot be reached because only 1 broker(s) are registered.",
+        )
+    return None
 
 
 def _assignment_error(topic: Any, node: int) -> tuple[ErrorCode, str] | None:

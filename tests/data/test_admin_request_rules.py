@@ -58,6 +58,40 @@ async def test_manual_assignments_are_checked_as_kafkas_controller_checks_them()
             assert "ok" in topics and not {n for n, *_ in CASES[1:]} & topics
 
 
+RF = ErrorCode.INVALID_REPLICATION_FACTOR
+# (name, partitions, replication factor, configs, error, message): Kafka's checks in Kafka's
+# order (ControllerApis, then ReplicationControlManager: name, existence, configs, then the
+# factor and the count), so that a "create if missing" with factor 3 hears the topic exists.
+ORDER_CASES = [
+    ("kept", 1, 3, None, ErrorCode.TOPIC_ALREADY_EXISTS, "Topic 'kept' already exists."),
+    ("three", 1, 3, None, RF, "Unable to replicate the partition 3 time(s): The target "
+     "replication factor of 3 cannot be reached because only 1 broker(s) are registered."),
+    ("zero", 1, 0, None, RF, "Replication factor must be larger than 0, or -1 to use the "
+     "default value."),
+    ("nothing", 0, -1, None, ErrorCode.INVALID_PARTITIONS,
+     "Number of partitions was set to an invalid non-positive value."),
+    ("nothing-bad-config", 0, -1, {"no.such": "1"}, ErrorCode.INVALID_CONFIG, None),
+    ("bad!", 1, 3, None, ErrorCode.INVALID_TOPIC_EXCEPTION, None),
+    ("__cluster_metadata", 1, -1, None, ErrorCode.INVALID_REQUEST,
+     "Creation of internal topic __cluster_metadata is prohibited."),
+]  # fmt: skip
+
+
+@pytest.mark.asyncio
+async def test_new_topics_are_checked_in_kafkas_order_and_words() -> None:
+    with running(topics=[("kept", 1)]) as server:
+        host, port = server.bootstrap.rsplit(":", 1)
+        async with await ProtocolClient.connect(host, int(port)) as client:
+            topics = (new_topic(n, p, configs=c, rf=rf) for n, p, rf, c, _, _ in ORDER_CASES)
+            made = await client.request(create_topics(*topics), 7)
+        answers = {t.name: (t.error_code, t.error_message) for t in made.topics}
+        for name, _, _, _, error, message in ORDER_CASES:
+            assert answers[name][0] == error, (name, answers[name])
+            assert message is None or answers[name][1] == message, (name, answers[name])
+        broker = server.server.broker
+        assert server.call(lambda: sorted(t.name for t in broker.topics.user_topics())) == ["kept"]
+
+
 @pytest.mark.asyncio
 async def test_malformed_config_changes_are_invalid_request_and_change_nothing() -> None:
     with running(topics=[("t", 1), ("u", 1)]) as server:
