@@ -182,8 +182,14 @@ class TopicRegistry:
             uuid.UUID(OFFSETS_TOPIC_ID),
             internal=True,
         )
-        # Kafka's offsets topic is compacted (its segment size is offsets.topic.segment.bytes).
-        offsets.config = TopicConfig({"cleanup.policy": "compact"}, self.defaults)
+        # The overrides Kafka creates the topic with (groupMetadataTopicConfigs), which
+        # DescribeConfigs reports as the topic's own; its logs roll at the same size.
+        overrides = {
+            "cleanup.policy": "compact",
+            "compression.type": "producer",
+            "segment.bytes": str(self.config.offsets_topic_segment_bytes),
+        }
+        offsets.config = TopicConfig(overrides, self.defaults)
         return offsets
 
     def _no_overrides(self) -> TopicConfig:

@@ -1,0 +1,31 @@
+"""`__consumer_offsets` as a stock admin client describes it: the overrides Kafka creates the
+topic with (GroupCoordinatorService.groupMetadataTopicConfigs), its segment size the one the
+server's offsets logs roll at (offsets.topic.segment.bytes)."""
+
+from __future__ import annotations
+
+from confluent_kafka import Consumer, TopicPartition
+from confluent_kafka.admin import AdminClient, ConfigResource, ConfigSource
+from minicoord.testing.embedded import running
+
+
+def test_the_offsets_topic_reports_kafkas_overrides() -> None:
+    segment = 2 * 1024 * 1024
+    with running({"offsets.topic.segment.bytes": segment}, topics=[("t", 1)]) as server:
+        # A commit makes the offsets topic, as a group's first FindCoordinator does in Kafka.
+        consumer = Consumer({"bootstrap.servers": server.bootstrap, "group.id": "g"})
+        consumer.commit(offsets=[TopicPartition("t", 0, 1)], asynchronous=False)
+        consumer.close()
+        assert server.call(lambda: server.server.broker.topics.offsets.config.segment_bytes) == (
+            segment
+        )
+        admin = AdminClient({"bootstrap.servers": server.bootstrap})
+        resource = ConfigResource(ConfigResource.Type.TOPIC, "__consumer_offsets")
+        entries = admin.describe_configs([resource])[resource].result(20)
+    dynamic = ConfigSource.DYNAMIC_TOPIC_CONFIG.value
+    overrides = {name: entry.value for name, entry in entries.items() if entry.source == dynamic}
+    assert overrides == {
+        "cleanup.policy": "compact",
+        "compression.type": "producer",
+        "segment.bytes": str(segment),
+    }
