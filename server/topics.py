@@ -17,7 +17,7 @@ from __future__ import annotations
 import functools
 import logging
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import field
 from typing import TYPE_CHECKING, Any
 
@@ -107,6 +107,30 @@ def initial_topic_error(name: str, partitions: int) -> str | None:
     if name in (OFFSETS_TOPIC, METADATA_TOPIC):
         return f"{name} is the server's own topic and cannot be created"
     return topic_name_error(name)
+
+
+def replica_list_error(broker_ids: Iterable[int], node: int, replicas: int | None) -> str | None:
+    """Why one partition's manual replica list cannot be taken, in the words of Kafka's
+    ReplicationControlManager.validateManualPartitionAssignment (`node` being the only broker
+    registered, `replicas` the replica count the other partitions have); None if it can."""
+    brokers = sorted(broker_ids)
+    if not brokers:
+        return "The manual partition assignment includes an empty replica list."
+    for previous, broker in zip([None, *brokers], brokers, strict=False):
+        if broker != node:
+            return (
+                f"The manual partition assignment includes broker {broker}, but no such "
+                "broker is registered."
+            )
+        if broker == previous:
+            return f"The manual partition assignment includes the broker {broker} more than once."
+    if replicas is not None and len(brokers) != replicas:
+        return (
+            f"The manual partition assignment includes a partition with {len(brokers)} "
+            f"replica(s), but this is not consistent with previous partitions, which have "
+            f"{replicas} replica(s)."
+        )
+    return None
 
 
 def topic_name_error(name: str | None) -> str | None:

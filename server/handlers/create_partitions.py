@@ -18,7 +18,7 @@ from minicoord.protocol.errors import ErrorCode
 from minicoord.server.coordinator.results import Result
 from minicoord.server.handlers.base import Handler, RequestContext
 from minicoord.server.security import authorize
-from minicoord.server.topics import MAX_PARTITIONS_PER_REQUEST
+from minicoord.server.topics import MAX_PARTITIONS_PER_REQUEST, replica_list_error
 
 API_KEY = 37
 TopicResult = CreatePartitionsResponse.CreatePartitionsTopicResult
@@ -74,9 +74,8 @@ def handle(ctx: RequestContext, request: Any) -> Any:
                 f"Attempted to add {t.count - topic.partitions} additional partition(s), but "
                 f"only {len(t.assignments)} assignment(s) were specified."
             )
-        elif t.assignments is not None and any(list(a.broker_ids) != [node] for a in t.assignments):
-            error = ErrorCode.INVALID_REPLICA_ASSIGNMENT
-            message = f"every replica assignment must be [{node}]: this is the only broker"
+        elif t.assignments is not None and (refused := _replicas_error(t.assignments, node)):
+            error, message = ErrorCode.INVALID_REPLICA_ASSIGNMENT, refused
         elif not request.validate_only:
             broker.add_partitions(topic, t.count)
         results.append(TopicResult(name=t.name, error_code=error, error_message=message))
@@ -96,3 +95,13 @@ def _added(broker: Any, t: Any) -> int:
 
 
 HANDLER = Handler.for_spec(SPECS[API_KEY], handle)
+
+
+def _replicas_error(assignments: Any, node: int) -> str | None:
+    """Why the new partitions' replica lists cannot be taken, each checked as Kafka's
+    controller checks them against the topic's replication factor (1); None if they can."""
+    for a in assignments:
+        why = replica_list_error(a.broker_ids, node, 1)
+        if why is not None:
+            return why
+    return None

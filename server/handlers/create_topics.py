@@ -20,7 +20,11 @@ from minicoord.server.coordinator.results import Result
 from minicoord.server.handlers.base import Handler, RequestContext
 from minicoord.server.security import authorize
 from minicoord.server.topic_configs import TopicConfig
-from minicoord.server.topics import MAX_PARTITIONS_PER_REQUEST, METADATA_TOPIC
+from minicoord.server.topics import (
+    MAX_PARTITIONS_PER_REQUEST,
+    METADATA_TOPIC,
+    replica_list_error,
+)
 
 API_KEY = 19
 TOO_MANY = "Excessively large number of partitions per request."
@@ -209,29 +213,10 @@ def _assignment_error(topic: Any, node: int) -> tuple[ErrorCode, str] | None:
                 f"Found multiple manual partition assignments for partition {a.partition_index}",
             )
         seen.add(a.partition_index)
-        brokers = sorted(a.broker_ids)
-        if not brokers:
-            return bad, "The manual partition assignment includes an empty replica list."
-        for previous, broker in zip([None, *brokers], brokers, strict=False):
-            if broker != node:
-                return (
-                    bad,
-                    f"The manual partition assignment includes broker {broker}, but no such "
-                    "broker is registered.",
-                )
-            if broker == previous:
-                return (
-                    bad,
-                    f"The manual partition assignment includes the broker {broker} more than once.",
-                )
-        if replicas is not None and len(brokers) != replicas:
-            return (
-                bad,
-                f"The manual partition assignment includes a partition with {len(brokers)} "
-                f"replica(s), but this is not consistent with previous partitions, which have "
-                f"{replicas} replica(s).",
-            )
-        replicas = len(brokers)
+        why = replica_list_error(a.broker_ids, node, replicas)
+        if why is not None:
+            return bad, why
+        replicas = len(a.broker_ids)
     if seen != set(range(len(seen))):
         return (
             ErrorCode.INVALID_REPLICA_ASSIGNMENT,

@@ -297,6 +297,47 @@ async def test_more_than_ten_thousand_new_partitions_in_one_request_are_refused(
 
 
 @pytest.mark.asyncio
+async def test_new_partitions_replica_lists_are_checked_as_kafkas_controller_checks_them() -> None:
+    grow = CreatePartitionsRequest.CreatePartitionsTopic
+    assignment = grow.CreatePartitionsAssignment
+    cases = {
+        "elsewhere": ([[1]], "includes broker 1, but no such broker is registered."),
+        "empty": ([[]], "includes an empty replica list."),
+        "twice": ([[0, 0]], "includes the broker 0 more than once."),
+        "ok": ([[0]], None),
+    }
+    with running(topics=[(name, 1) for name in cases]) as server:
+        host, port = server.bootstrap.rsplit(":", 1)
+        async with await ProtocolClient.connect(host, int(port)) as client:
+            grown = await client.request(
+                CreatePartitionsRequest(
+                    version=3,
+                    topics=[
+                        grow(
+                            name=name,
+                            count=2,
+                            assignments=[assignment(broker_ids=ids) for ids in lists],
+                        )
+                        for name, (lists, _) in cases.items()
+                    ],
+                    timeout_ms=5000,
+                    validate_only=False,
+                ),
+                3,
+            )
+        for result in grown.results:
+            why = cases[result.name][1]
+            expected = ErrorCode.NONE if why is None else ErrorCode.INVALID_REPLICA_ASSIGNMENT
+            assert result.error_code == expected, result
+            if why is not None:
+                assert result.error_message == f"The manual partition assignment {why}"
+        broker = server.server.broker
+        assert server.call(lambda: {n: broker.topics.get(n).partitions for n in cases}) == {
+            "elsewhere": 1, "empty": 1, "twice": 1, "ok": 2
+        }  # fmt: skip
+
+
+@pytest.mark.asyncio
 async def test_unknown_topics_are_refused_in_kafkas_words() -> None:
     # DeleteTopics: ReplicationControlManager's findTopicIds / findTopicNames answer
     # ApiError(error), the error's own message; CreatePartitions throws
