@@ -49,11 +49,13 @@ def handle(ctx: RequestContext, request: Any) -> Any:
             error, message = refusal
         elif r.resource_type == RESOURCE_TOPIC:
             topic = ctx.broker.topics.get(r.resource_name)
-            if topic_name_error(r.resource_name) is not None:
-                error, message = ErrorCode.INVALID_TOPIC_EXCEPTION, "invalid topic name"
+            invalid = topic_name_error(r.resource_name)
+            # Kafka's ConfigHelper: Topic.validate's words for an illegal name, and no message
+            # for an unknown topic (clients show the error code's own).
+            if invalid is not None:
+                error, message = ErrorCode.INVALID_TOPIC_EXCEPTION, invalid
             elif topic is None:
                 error = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
-                message = f"Topic {r.resource_name} does not exist"
             else:
                 configs = [
                     Entry(

@@ -177,7 +177,8 @@ def alter_resource(
         return ErrorCode.INVALID_REQUEST, f"Unknown resource type {resource_type}"
     topic = broker.topics.get(name)
     if topic is None:
-        return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"Topic {name} does not exist"
+        # QuorumController's words (the legacy AlterConfigs goes the same way).
+        return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"The topic '{name}' does not exist."
     if topic.internal:
         return (
             ErrorCode.INVALID_REQUEST,

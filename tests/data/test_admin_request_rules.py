@@ -380,3 +380,35 @@ async def test_unknown_topics_are_refused_in_kafkas_words() -> None:
             assert [(r.name, r.error_code, r.error_message) for r in grown.results] == [
                 ("nosuch", ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, None)
             ]
+            # The config APIs: ConfigHelper gives an unknown topic no message and an illegal
+            # name Topic.validate's words; an alter says QuorumController's.
+            res = DescribeConfigsRequest.DescribeConfigsResource
+            described = await client.request(
+                DescribeConfigsRequest(
+                    version=4,
+                    resources=[
+                        res(resource_type=TOPIC_RESOURCE, resource_name=n, configuration_keys=None)
+                        for n in ("nosuch", "bad!")
+                    ],
+                    include_synonyms=False,
+                    include_documentation=False,
+                ),
+                4,
+            )
+            assert [(r.error_code, r.error_message) for r in described.results] == [
+                (ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, None),
+                (
+                    ErrorCode.INVALID_TOPIC_EXCEPTION,
+                    "Topic name is invalid: 'bad!' contains one or more characters other than "
+                    "ASCII alphanumerics, '.', '_' and '-'",
+                ),
+            ]
+            gone = "The topic 'nosuch' does not exist."
+            for request in (
+                incremental_alter(TOPIC_RESOURCE, ("nosuch", [("retention.ms", SET, "1")])),
+                legacy_alter(TOPIC_RESOURCE, "nosuch", {"retention.ms": "1"}),
+            ):
+                altered = await client.request(request, request.version)
+                assert [(r.error_code, r.error_message) for r in altered.responses] == [
+                    (ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, gone)
+                ]
