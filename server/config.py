@@ -119,10 +119,13 @@ class Config:
     ssl_keystore_password: str = dataclasses.field(default="", metadata={"sensitive": True})
     ssl_key_password: str = dataclasses.field(default="", metadata={"sensitive": True})
     ssl_keystore_key: str = dataclasses.field(default="", metadata={"sensitive": True})
-    ssl_keystore_certificate_chain: str = ""
+    # PASSWORD-typed in Kafka (SslConfigs): never sent back, though a certificate.
+    ssl_keystore_certificate_chain: str = dataclasses.field(
+        default="", metadata={"sensitive": True}
+    )
     ssl_truststore_type: str = "PEM"
     ssl_truststore_location: str = ""
-    ssl_truststore_certificates: str = ""
+    ssl_truststore_certificates: str = dataclasses.field(default="", metadata={"sensitive": True})
     ssl_client_auth: str = "none"
     ssl_enabled_protocols: str = "TLSv1.2,TLSv1.3"
     # Kafka's default is GSSAPI, which is not served here; OAUTHBEARER (unsecured tokens, which

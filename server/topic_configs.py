@@ -29,6 +29,7 @@ class ConfigType(IntEnum):
     LONG = 5
     DOUBLE = 6
     LIST = 7
+    PASSWORD = 9
 
 
 class ConfigSource(IntEnum):

@@ -189,11 +189,67 @@ def _broker_entries(
                 is_default=source is ConfigSource.DEFAULT_CONFIG,
                 is_sensitive=sensitive,
                 synonyms=[Synonym(name=name, value=value, source=source)] if synonyms else [],
-                config_type=_type_of(getattr(config, name.replace(".", "_"))),
+                config_type=_broker_type(config, name, sensitive),
                 documentation=None,
             )
         )
     return out
+
+
+# Broker configs whose Kafka type (their ConfigDef in KafkaConfig, ServerLogConfigs,
+# GroupCoordinatorConfig, SocketServerConfigs, ...) is not the one their value suggests:
+# an int Kafka defines as INT rather than LONG, and the comma-separated lists.
+_INT_CONFIGS = frozenset(
+    {
+        "group.min.session.timeout.ms",
+        "group.max.session.timeout.ms",
+        "group.initial.rebalance.delay.ms",
+        "group.max.size",
+        "offsets.topic.num.partitions",
+        "offset.metadata.max.bytes",
+        "num.partitions",
+        "socket.request.max.bytes",
+        "max.connections",
+        "queued.max.requests",
+        "max.request.partition.size.limit",
+        "broker.id",
+        "offsets.topic.segment.bytes",
+        "offsets.retention.minutes",
+        "group.consumer.heartbeat.interval.ms",
+        "group.consumer.min.heartbeat.interval.ms",
+        "group.consumer.max.heartbeat.interval.ms",
+        "group.consumer.session.timeout.ms",
+        "group.consumer.min.session.timeout.ms",
+        "group.consumer.max.session.timeout.ms",
+        "group.consumer.max.size",
+        "group.consumer.assignment.interval.ms",
+        "group.consumer.min.assignment.interval.ms",
+        "group.consumer.max.assignment.interval.ms",
+        "message.max.bytes",
+        "log.segment.bytes",
+        "producer.id.expiration.ms",
+        "producer.id.expiration.check.interval.ms",
+        "sasl.server.max.receive.size",
+    }
+)
+_LIST_CONFIGS = frozenset(
+    {
+        "group.consumer.assignors",
+        "log.cleanup.policy",
+        "ssl.enabled.protocols",
+        "sasl.enabled.mechanisms",
+    }
+)
+
+
+def _broker_type(config: Config, name: str, sensitive: bool) -> ConfigType:
+    if sensitive:
+        return ConfigType.PASSWORD
+    if name in _INT_CONFIGS:
+        return ConfigType.INT
+    if name in _LIST_CONFIGS:
+        return ConfigType.LIST
+    return _type_of(getattr(config, name.replace(".", "_")))
 
 
 def _type_of(value: Any) -> ConfigType:

@@ -412,3 +412,36 @@ async def test_unknown_topics_are_refused_in_kafkas_words() -> None:
                 assert [(r.error_code, r.error_message) for r in altered.responses] == [
                     (ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, gone)
                 ]
+
+
+@pytest.mark.asyncio
+async def test_broker_configs_carry_kafkas_types() -> None:
+    # Each as its ConfigDef defines it; PASSWORD ones (certificates included) never sent back.
+    expected = {
+        "num.partitions": (3, "1"),
+        "connections.max.idle.ms": (5, "600000"),
+        "log.cleanup.policy": (7, "delete"),
+        "log.cleaner.min.cleanable.ratio": (6, "0.5"),
+        "auto.create.topics.enable": (1, "true"),
+        "compression.type": (2, "producer"),
+        "ssl.keystore.certificate.chain": (9, None),
+        "ssl.truststore.certificates": (9, None),
+    }
+    with running() as server:
+        host, port = server.bootstrap.rsplit(":", 1)
+        async with await ProtocolClient.connect(host, int(port)) as client:
+            res = DescribeConfigsRequest.DescribeConfigsResource
+            answer = await client.request(
+                DescribeConfigsRequest(
+                    version=4,
+                    resources=[res(resource_type=4, resource_name="0", configuration_keys=None)],
+                    include_synonyms=False,
+                    include_documentation=False,
+                ),
+                4,
+            )
+    (result,) = answer.results
+    got = {c.name: (c.config_type, c.value) for c in result.configs if c.name in expected}
+    assert got == expected
+    sensitive = {c.name for c in result.configs if c.is_sensitive}
+    assert {"ssl.keystore.certificate.chain", "ssl.truststore.certificates"} <= sensitive
