@@ -119,7 +119,8 @@ def handle(ctx: RequestContext, request: Any) -> Any:
                     config_source=e.source,
                     is_sensitive=False,
                 )
-                for e in config.describe()
+                # In name order, as Kafka's controller sorts them (createTopic).
+                for e in sorted(config.describe(), key=lambda e: e.name)
             ]
         results.append(
             CreateTopicsResponse.CreatableTopicResult(
