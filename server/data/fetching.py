@@ -73,6 +73,11 @@ def read_partitions(
         error = leader_epoch_error(p.current_leader_epoch)
         state = plane.partition(topic, p.index) if error is None else None
         if state is None:
+            if error is None and plane.topics.get(topic.name) is not topic:
+                # Deleted while this fetch waited: Kafka's DelayedFetch re-reads the partition
+                # and finds no such topic (ReplicaManager.getPartitionOrError), at any version:
+                # UNKNOWN_TOPIC_OR_PARTITION, not "not the leader".
+                error = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
             out.append(PartitionData(error or plane.error_for(topic, p.index)))
             errored = True
             continue

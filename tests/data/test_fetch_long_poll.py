@@ -112,6 +112,33 @@ async def test_a_parked_fetch_counts_what_it_already_found() -> None:
             assert _fetched_bytes(answer) == len(first) + len(second)
 
 
+async def test_a_fetch_parked_on_a_topic_that_is_deleted_hears_it_is_unknown() -> None:
+    # Kafka's DelayedFetch re-reads the partition and finds no such topic:
+    # UNKNOWN_TOPIC_OR_PARTITION, not NOT_LEADER_OR_FOLLOWER (a leader moving elsewhere).
+    from kafka.protocol.admin import DeleteTopicsRequest
+
+    with running(topics=[("doomed", 1)]) as s:
+        host, port = s.bootstrap.rsplit(":", 1)
+        async with (
+            await ProtocolClient.connect(host, int(port)) as consumer,
+            await ProtocolClient.connect(host, int(port)) as admin,
+        ):
+            fetch = asyncio.ensure_future(consumer.request(_waiting_fetch("doomed", 0, 1), 11))
+            await asyncio.sleep(0.2)
+            assert not fetch.done()
+            state = DeleteTopicsRequest.DeleteTopicState
+            deleted = await admin.request(
+                DeleteTopicsRequest(
+                    version=6, topics=[state(name="doomed", topic_id=None)], timeout_ms=5000
+                ),
+                6,
+            )
+            assert deleted.responses[0].error_code == 0
+            answer = await asyncio.wait_for(fetch, BOUND_S)
+    (partition,) = answer.responses[0].partitions
+    assert partition.error_code == 3  # UNKNOWN_TOPIC_OR_PARTITION
+
+
 async def test_a_fetch_in_an_older_segment_is_answered_without_waiting() -> None:
     # Two segments: each 700 KB batch fills one of 1 MiB.
     now = int(time.time() * 1000)
