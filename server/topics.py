@@ -208,12 +208,14 @@ class TopicRegistry:
         )
         # The overrides Kafka creates the topic with (groupMetadataTopicConfigs), which
         # DescribeConfigs reports as the topic's own; its logs roll at the same size.
-        overrides = {
-            "cleanup.policy": "compact",
-            "compression.type": "producer",
-            "segment.bytes": str(self.config.offsets_topic_segment_bytes),
-        }
-        offsets.config = TopicConfig(overrides, self.defaults)
+        overrides = {"cleanup.policy": "compact", "compression.type": "producer"}
+        config = TopicConfig(overrides, self.defaults)
+        # Set, not parsed: offsets.topic.segment.bytes may lie below the 1 MiB a topic's
+        # segment.bytes may be given (tests make it small to roll segments).
+        segment = self.config.offsets_topic_segment_bytes
+        config.overrides["segment.bytes"] = str(segment)
+        config.segment_bytes = segment
+        offsets.config = config
         return offsets
 
     def _no_overrides(self) -> TopicConfig:

@@ -290,6 +290,17 @@ class Node:
         """stderr of the current (latest) process."""
         return self.proc.log
 
+    def wait_log(self, text: str, timeout: float = 10) -> str:
+        """The current process's log once it holds `text` (stderr is read by a thread, so a
+        line the server wrote before its ready line may land after it); fails at timeout."""
+        deadline = time.monotonic() + timeout
+        for _ in range(int(timeout / 0.02) + 1):
+            if text in self.log or time.monotonic() > deadline:
+                break
+            time.sleep(0.02)
+        assert text in self.log, self.log
+        return self.log
+
     @property
     def running(self) -> bool:
         return bool(self.processes) and self.proc.proc.poll() is None

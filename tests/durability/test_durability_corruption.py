@@ -121,7 +121,7 @@ async def test_damaged_last_batch_is_truncated_and_the_rest_served(
     node.start()
     await wait_loaded(node)
     line = f"truncating {segment} at byte {start} ({dropped} bytes dropped): {reason}"
-    assert line in node.log, node.log
+    node.wait_log(line)
     assert "is not served" not in node.log
     assert segment.stat().st_size == start
     # Everything before the damaged batch is there; the damaged commit is not.
@@ -170,7 +170,7 @@ async def test_damage_before_valid_data_fails_only_that_partition(
     line = (
         f"offsets partition {DAMAGED_PARTITION} is not served: {damaged} at byte {start}: {reason}"
     )
-    assert line in node.log, node.log
+    node.wait_log(line)
     assert "truncating" not in node.log
     unavailable = ErrorCode.COORDINATOR_NOT_AVAILABLE
     for group in (GROUP, NEIGHBOUR):
@@ -241,7 +241,7 @@ async def test_a_record_that_does_not_replay_fails_only_its_partition(node_facto
 
     node.start()
     await wait_loaded(node)
-    assert f"offsets partition {DAMAGED_PARTITION} is not served: loading it failed" in node.log
+    node.wait_log(f"offsets partition {DAMAGED_PARTITION} is not served: loading it failed")
     assert f"offsets partition {HEALTHY_PARTITION}: 1 records of unknown type 99 ignored" in (
         node.log
     )

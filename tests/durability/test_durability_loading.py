@@ -129,5 +129,5 @@ async def test_loading_partition_answers_load_in_progress_others_are_served(
         f"loaded offsets partition {BIG_PARTITION}: {RECORDS + 2} records, 0 groups, "
         f"{len(KEYS) + 2} offsets"
     )
-    assert line in node.log, node.log
+    node.wait_log(line)
     assert await offset_fetch(node.port, ELSEWHERE, TOPIC, [0]) == (0, {0: 42})

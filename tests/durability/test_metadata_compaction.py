@@ -101,7 +101,7 @@ def test_churned_topics_are_compacted_away_and_the_rest_survives(node_factory: A
     node.stop()
 
     node.start()  # reads the churn back once, then compacts
-    assert COMPACTED in node.log, node.log
+    node.wait_log(COMPACTED)
     assert _state(node) == expected
     metadata = log_dir(Path(node.data_dir), "__cluster_metadata", 0)
     assert len(list(metadata.glob("*.log"))) == 1
