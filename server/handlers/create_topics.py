@@ -84,10 +84,9 @@ def handle(ctx: RequestContext, request: Any) -> Any:
             # that the topic exists, not that the factor cannot be met).
             error, message = registry.check_new(topic.name, partitions, configs)
             if error in (ErrorCode.NONE, ErrorCode.INVALID_PARTITIONS):
-                error, message = _creation_error(topic, broker.config.broker_id) or (
-                    error,
-                    message,
-                )
+                refused = _creation_error(topic, broker.config.broker_id)
+                if refused is not None:
+                    error, message = refused
         topic_id = _ZERO_UUID
         created = None
         if error is ErrorCode.NONE and not request.validate_only:

@@ -10,6 +10,7 @@ from typing import Any
 from kafka.protocol.admin import (
     AlterConfigsRequest,
     CreateTopicsRequest,
+    DescribeConfigsRequest,
     IncrementalAlterConfigsRequest,
 )
 from kafka.protocol.consumer import FetchRequest
@@ -148,6 +149,22 @@ def fetch_request(version: int, topics: Iterable[tuple[str, Iterable[Any]]]) -> 
         ],
         forgotten_topics_data=[],
         rack_id="",
+    )
+
+
+def describe_configs(
+    resource_type: int, names: Iterable[str], keys: list[str] | None = None
+) -> Any:
+    """DescribeConfigs v4 of the named resources of one type (`keys`: all when None)."""
+    res = DescribeConfigsRequest.DescribeConfigsResource
+    return DescribeConfigsRequest(
+        version=4,
+        resources=[
+            res(resource_type=resource_type, resource_name=n, configuration_keys=keys)
+            for n in names
+        ],
+        include_synonyms=False,
+        include_documentation=False,
     )
 
 

@@ -8,11 +8,10 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from datakit import create_topics, incremental_alter, legacy_alter, new_topic
+from datakit import create_topics, describe_configs, incremental_alter, legacy_alter, new_topic
 from kafka.protocol.admin import (
     CreatePartitionsRequest,
     DeleteTopicsRequest,
-    DescribeConfigsRequest,
 )
 from kafka.protocol.metadata import FindCoordinatorRequest
 from minicoord.clients.connection import ProtocolClient
@@ -210,20 +209,8 @@ async def test_broker_resource_names_are_read_as_kafka_reads_them() -> None:
     with running() as server:
         host, port = server.bootstrap.rsplit(":", 1)
         async with await ProtocolClient.connect(host, int(port)) as client:
-            resource = DescribeConfigsRequest.DescribeConfigsResource
-            asked = [
-                resource(resource_type=4, resource_name=name, configuration_keys=["broker.id"])
-                for name in ("0", "00", "abc", "5", "0_0", "2147483648", "\u0660")
-            ]
-            answer = await client.request(
-                DescribeConfigsRequest(
-                    version=4,
-                    resources=asked,
-                    include_synonyms=False,
-                    include_documentation=False,
-                ),
-                4,
-            )
+            names = ("0", "00", "abc", "5", "0_0", "2147483648", "\u0660")
+            answer = await client.request(describe_configs(4, names, ["broker.id"]), 4)
             got = [(r.resource_name, r.error_code, r.error_message) for r in answer.results]
             assert got == [
                 ("0", 0, None),
@@ -382,18 +369,8 @@ async def test_unknown_topics_are_refused_in_kafkas_words() -> None:
             ]
             # The config APIs: ConfigHelper gives an unknown topic no message and an illegal
             # name Topic.validate's words; an alter says QuorumController's.
-            res = DescribeConfigsRequest.DescribeConfigsResource
             described = await client.request(
-                DescribeConfigsRequest(
-                    version=4,
-                    resources=[
-                        res(resource_type=TOPIC_RESOURCE, resource_name=n, configuration_keys=None)
-                        for n in ("nosuch", "bad!")
-                    ],
-                    include_synonyms=False,
-                    include_documentation=False,
-                ),
-                4,
+                describe_configs(TOPIC_RESOURCE, ("nosuch", "bad!")), 4
             )
             assert [(r.error_code, r.error_message) for r in described.results] == [
                 (ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, None),
@@ -430,16 +407,7 @@ async def test_broker_configs_carry_kafkas_types() -> None:
     with running() as server:
         host, port = server.bootstrap.rsplit(":", 1)
         async with await ProtocolClient.connect(host, int(port)) as client:
-            res = DescribeConfigsRequest.DescribeConfigsResource
-            answer = await client.request(
-                DescribeConfigsRequest(
-                    version=4,
-                    resources=[res(resource_type=4, resource_name="0", configuration_keys=None)],
-                    include_synonyms=False,
-                    include_documentation=False,
-                ),
-                4,
-            )
+            answer = await client.request(describe_configs(4, ["0"]), 4)
     (result,) = answer.results
     got = {c.name: (c.config_type, c.value) for c in result.configs if c.name in expected}
     assert got == expected
