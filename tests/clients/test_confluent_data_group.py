@@ -9,9 +9,16 @@ take its partitions over. Each member commits asynchronously as it goes and sync
 its partitions are revoked and at the end, the usual at-least-once pattern.
 
 What the group read is recorded as one timeline per partition, interleaved with the moments it
-was assigned to a member. Within one assignment a partition's offsets must run 0, 1, 2, …
-without a gap or a repeat; only the first record after a new assignment may go back (a replay
-of what was consumed but not yet committed when it moved), and never forward past a gap.
+was assigned to a member. No record may go forward past a gap: each offset is at most one past
+the highest the group has read of its partition. Within one assignment a partition's offsets
+run on by one; only the first record after a new assignment may go back, a replay of what was
+consumed but not yet committed when it moved. The replay may be followed by a jump forward to
+where the group had got to. librdkafka can go on fetching a partition it owned in an earlier
+generation: in the request log a member whose offset reset for partition 3 was under way when
+a rebalance took the partition away asked for its earliest offset again after the rebalance
+and fetched it from 0 while another member owned it. When the partition came back to it, it
+first handed out records it fetched then and went on from the committed offset: seen about 1
+run in 30, records 0-199 again, then 587 onwards.
 Every offset of every partition must be read, each record must be the message the producer's
 delivery report put there, and the committed offsets must end equal to the end offsets.
 """
@@ -41,6 +48,7 @@ from confluent_kafka import (
     Consumer,
     ConsumerGroupTopicPartitions,
     KafkaError,
+    KafkaException,
     Message,
     Producer,
     TopicPartition,
@@ -67,25 +75,29 @@ class Timeline:
 
     def check(self, partition: int) -> int:
         """Assert the ordering rules (module docstring); return how many records were replays."""
-        last = -1
-        reassigned = False
+        high = -1  # the highest offset the group has read
+        previous: int | None = None  # the offset read before, in this assignment
         replays = 0
         owner = None
         for event in self.events:
             if event[0] == "assign":
-                reassigned, owner = True, event[1]
+                owner, previous = event[1], None
                 continue
             _, member, offset = event
             assert member == owner, f"partition {partition}: {member} read it, {owner} owns it"
-            if reassigned:
-                assert offset <= last + 1, f"partition {partition}: skipped to {offset} from {last}"
-                replays += max(0, last + 1 - offset)
-                reassigned = False
-            else:
-                assert offset == last + 1, (
-                    f"partition {partition}: {member} read {offset} after {last}, same assignment"
+            assert offset <= high + 1, f"partition {partition}: skipped to {offset} from {high}"
+            if previous is not None and previous < high:
+                assert offset > previous, (
+                    f"partition {partition}: {member} read {offset} after {previous} while "
+                    f"replaying up to {high}, same assignment"
                 )
-            last = max(last, offset)
+            elif previous is not None:
+                assert offset == previous + 1, (
+                    f"partition {partition}: {member} read {offset} after {previous}, "
+                    "same assignment"
+                )
+            replays += offset <= high
+            previous, high = offset, max(high, offset)
         return replays
 
 
@@ -98,6 +110,7 @@ class DataMember:
         self.records: list[Message] = []
         self.next_offsets: dict[int, int] = {}  # partition -> offset after the last one read
         self.failures: list[str] = []
+        self.closing_errors: list[str] = []
         self.closed = False
         self.consumer = Consumer(
             {
@@ -140,7 +153,18 @@ class DataMember:
         if not offsets:
             return
         tps = [TopicPartition(TOPIC, p, o) for p, o in sorted(offsets.items())]
-        result = self.consumer.commit(offsets=tps, asynchronous=False) or []
+        try:
+            result = self.consumer.commit(offsets=tps, asynchronous=False) or []
+        except KafkaException as exc:
+            # Raised out of the rebalance callback, this came out of close() as a bare
+            # KafkaError, no exception class, and ended the whole pytest run (seen once).
+            if self.closed and exc.args[0].code() == KafkaError._DESTROY:
+                # librdkafka tearing down its coordinator handle while it closes: what this
+                # member read and did not commit is replayed by the next owner, as allowed.
+                self.closing_errors.append(str(exc))
+            else:
+                self.failures.append(f"commit: {exc}")
+            return
         self.failures.extend(f"commit {tp}" for tp in result if tp.error is not None)
 
     def take(self) -> int:
@@ -270,6 +294,7 @@ def test_group_reads_everything_in_order_while_a_member_leaves(
                 for m in members
             )
             + f"; failures {failures[:3]} {[m.failures[:3] for m in members]}"
+            + f"; while closing {[m.closing_errors[:3] for m in members]}"
         )
 
     wait_until(done, 60, tick=tick, interval=0, describe=describe, what="the group to read all")
