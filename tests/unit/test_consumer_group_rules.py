@@ -61,6 +61,14 @@ def test_a_first_member_gets_everything_and_a_second_reconciles_through_revocati
     kept = h.owned(a)["foo"]
     assert a.member_epoch == 1 and len(kept) == 3
     assert h.group().members["a"].state is MemberState.UNREVOKED_PARTITIONS
+    # Described as Kafka describes it: a's assignment is what it keeps, without the three it
+    # has still to revoke; b's is empty, its target the other three.
+    (described,) = h.coordinator.consumer_group_describe([GROUP])
+    by_id = {m.member_id: m for m in described.members}
+    foo = h.tid("foo")
+    assert by_id["a"].assignment == by_id["a"].target == ((foo, "foo", tuple(sorted(kept))),)
+    others = tuple(sorted(set(range(6)) - set(kept)))
+    assert (by_id["b"].assignment, by_id["b"].target) == ((), ((foo, "foo", others),))
     # Still owning them (it lists all six): nothing moves.
     assert h.hb("a", 1, owned={"foo": [0, 1, 2, 3, 4, 5]}).member_epoch == 1
     assert h.hb("b", 2, owned={}).assignment is None  # b still waits, nothing changed

@@ -71,9 +71,8 @@ def describe_consumer_group(
     topics = consumers.topics
     members = []
     for m in group.members.values():
-        owned: Assignment = dict(m.assigned)
-        for topic, parts in m.pending.items():
-            owned[topic] = owned.get(topic, frozenset()) | parts
+        # What the member keeps, as Kafka's ConsumerGroupMember#asConsumerGroupDescribeMember
+        # describes it: partitions it has still to revoke are not listed.
         members.append(
             DescribedConsumerMember(
                 m.member_id,
@@ -84,7 +83,7 @@ def describe_consumer_group(
                 m.client_host,
                 tuple(sorted(m.topics)),
                 m.regex or None,
-                _named(owned, topics),
+                _named(m.assigned, topics),
                 _named(group.target.get(m.member_id, {}), topics),
                 CLASSIC_MEMBER if m.uses_classic else CONSUMER_MEMBER,
             )
