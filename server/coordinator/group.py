@@ -178,8 +178,9 @@ class Group:
         return self.leader_id == member_id
 
     @property
-    def size(self) -> int:
-        return len(self.members) + len(self.pending_members)
+    def awaiting_join(self) -> int:
+        """How many members have a JoinGroup parked (Kafka's numAwaitingJoinResponse)."""
+        return self._awaiting_join
 
     # -- protocols ------------------------------------------------------------------------
 

@@ -508,15 +508,54 @@ def test_empty_group_takes_any_protocol_type(h: Harness) -> None:
     assert h.reply(t).generation_id == 3
 
 
-def test_group_max_size_counts_pending_members() -> None:
+def test_group_max_size_counts_members_not_pending_ones() -> None:
+    # Kafka's acceptJoiningMember: a member told MEMBER_ID_REQUIRED is not counted until it
+    # comes back, so two new ones are both told to come back while the group has room...
     h = Harness(group_max_size=2)
-    a = h.reply(h.join(0, client_id="a")).member_id
-    h.reply(h.join(0, client_id="b"))
-    third = h.join(0, client_id="c")
-    assert h.reply(third) == JoinOutcome(ErrorCode.GROUP_MAX_SIZE_REACHED, member_id="")
-    assert h.group().size == 2
-    # The pending members still get in.
-    assert not h.answered(h.join(1, a, client_id="a"))
+    (a,) = h.form_group(0, 1)
+    x = h.reply(h.join(100, client_id="x"))
+    y = h.reply(h.join(100, client_id="y"))
+    assert (x.error, y.error) == (ErrorCode.MEMBER_ID_REQUIRED, ErrorCode.MEMBER_ID_REQUIRED)
+    assert set(h.group().pending_members) == {x.member_id, y.member_id}
+    # ...the first back fills the group (the join phase waits for the pending y too)...
+    tx = h.join(101, x.member_id, client_id="x")
+    ta = h.join(101, a)
+    assert not h.answered(ta)
+    # ...and the second is refused on its return, its place given up, which ends the join.
+    ty = h.join(102, y.member_id, client_id="y")
+    assert h.reply(ty) == JoinOutcome(ErrorCode.GROUP_MAX_SIZE_REACHED, member_id="")
+    assert not h.group().pending_members
+    assert h.reply(ta).generation_id == h.reply(tx).generation_id == 2
+    h.sync_all(103, [a, x.member_id], 2)
+    # In a Stable group the members are counted: a newcomer is refused at once.
+    assert h.reply(h.join(104, client_id="z")).error is ErrorCode.GROUP_MAX_SIZE_REACHED
+    assert (h.state(), h.member_ids()) == ("Stable", [a, x.member_id])
+
+
+def test_group_max_size_while_preparing_counts_the_members_that_rejoined() -> None:
+    # Kafka counts the members awaiting their JoinGroup answer: a new member may take the
+    # place of one that has not rejoined yet, which is then refused and leaves the group.
+    h = Harness(group_max_size=2)
+    a, b = h.form_group(0, 2)
+    ta = h.join(100, a)  # the leader's rejoin starts a rebalance
+    assert h.state() == "PreparingRebalance"
+    tn = h.join(100, client_id="n", require_known_member_id=False)
+    tb = h.join(101, b)
+    assert h.reply(tb) == JoinOutcome(ErrorCode.GROUP_MAX_SIZE_REACHED, member_id="")
+    assert b not in h.member_ids()
+    # The join completes with the two that rejoined, without waiting for b.
+    assert h.reply(ta).generation_id == h.reply(tn).generation_id == 2
+    assert len(h.member_ids()) == 2
+
+
+def test_group_max_size_is_checked_before_a_static_member_is_replaced() -> None:
+    # As Kafka (acceptJoiningMember runs before the static member's replacement): a static
+    # member restarting with no member id into a full group is refused, and the old one stays.
+    h = Harness(group_max_size=2)
+    ids = h.stable(0, {"client_id": "s", "instance_id": "i-s"}, {"client_id": "m"})
+    restarted = h.join(100, client_id="s", instance_id="i-s")
+    assert h.reply(restarted).error is ErrorCode.GROUP_MAX_SIZE_REACHED
+    assert (h.state(), h.member_ids()) == ("Stable", ids)
 
 
 def test_group_max_size_in_a_stable_group() -> None:

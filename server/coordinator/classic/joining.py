@@ -61,6 +61,7 @@ class JoinPhase:
         def _maybe_prepare_rebalance(
             self, fx: Effects, now: int, group: Group, reason: str
         ) -> None: ...
+        def _try_complete_join(self, fx: Effects, now: int, group: Group) -> None: ...
 
     # -- JoinGroup ------------------------------------------------------------------------
 
@@ -108,6 +109,19 @@ class JoinPhase:
         if group.state is DEAD:
             # The group is being deleted; the client rediscovers the coordinator and retries.
             return _refuse(fx, ticket, ErrorCode.COORDINATOR_NOT_AVAILABLE, member_id)
+        if not _accepts_joining(group, member_id, cfg.group_max_size):
+            # As Kafka's classicGroupJoinToClassicGroup: the member refused leaves the group,
+            # whether it was pending (KIP-394) or one that had not rejoined yet.
+            was_pending = group.pending_members.pop(member_id, None) is not None
+            if was_pending and not group.pending_members:
+                group.pending_members = {}
+            refused = group.members.get(member_id)
+            if refused is not None:
+                self._remove_member(fx, group, refused)
+            if was_pending or refused is not None:
+                # The join phase may have been waiting for it alone.
+                self._try_complete_join(fx, now, group)
+            return _refuse(fx, ticket, ErrorCode.GROUP_MAX_SIZE_REACHED, "")
         if not group.supports_protocols(protocol_type, names):
             return _refuse(fx, ticket, ErrorCode.INCONSISTENT_GROUP_PROTOCOL, member_id)
 
@@ -135,8 +149,6 @@ class JoinPhase:
                     return self._replace_static_member(
                         fx, now, group, old_id, _new_member(mid, *fields), ticket
                     )
-            if group.size >= cfg.group_max_size:
-                return _refuse(fx, ticket, ErrorCode.GROUP_MAX_SIZE_REACHED, member_id)
             mid = self.new_member_id(client_id)
             if group_instance_id is None and require_known_member_id:
                 # KIP-394: the member must come back with this id, which lets the coordinator
@@ -306,6 +318,20 @@ class JoinPhase:
         self._maybe_prepare_rebalance(
             fx, now, group, f"static member {member.group_instance_id} rejoined"
         )
+
+
+def _accepts_joining(group: Group, member_id: str, max_size: int) -> bool:
+    """Kafka's acceptJoiningMember: `group.max.size` counts the members of a Stable or
+    CompletingRebalance group, and those that have (re)joined in a PreparingRebalance one,
+    never the pending ones (KIP-394) that have yet to come back. A member already in (or
+    already rejoined) is always let in; an Empty group takes anyone."""
+    state = group.state
+    if state is PREPARING_REBALANCE:
+        member = group.members.get(member_id)
+        return (member is not None and member.awaiting_join) or group.awaiting_join < max_size
+    if state is STABLE or state is COMPLETING_REBALANCE:
+        return member_id in group.members or len(group.members) < max_size
+    return True
 
 
 def _refuse(fx: Effects, ticket: Ticket, error: ErrorCode, member_id: str) -> None:
