@@ -209,10 +209,10 @@ class Group:
         if not candidates:
             raise ValueError(f"no protocol common to all members of {self.group_id}")
         votes: Counter[str] = Counter(m.vote(candidates) for m in self.members.values())
-        # Ties go to the protocol the first member (in join order) prefers, for determinism.
-        first = next(iter(self.members.values()))
-        order = {name: i for i, (name, _) in enumerate(first.protocols)}
-        return max(votes, key=lambda name: (votes[name], -order.get(name, 0)))
+        # Kafka counts the votes in a Java HashMap and takes the first protocol with the most
+        # in its iteration order, so a tie (a rolling change of assignors, members listing
+        # "range" and "cooperative-sticky" in either order) goes the way Kafka's goes.
+        return max(java_hash_map_order(list(votes)), key=votes.__getitem__)
 
     # -- rebalance bookkeeping ------------------------------------------------------------
 
@@ -237,6 +237,24 @@ class Group:
                 self.leader_id = member.member_id
                 return True
         return False
+
+
+def java_hash_map_order(keys: list[str]) -> list[str]:
+    """String keys in the order a java.util.HashMap holding them iterates, given the order
+    they were put in: by bucket (String.hashCode spread as HashMap.hash does, over a table of
+    16 slots doubled while more than 3/4 full), the keys of one bucket in insertion order."""
+    capacity = 16
+    while len(keys) > capacity * 3 // 4:
+        capacity *= 2
+
+    def bucket(key: str) -> int:
+        units = key.encode("utf-16-be")
+        h = 0
+        for i in range(0, len(units), 2):
+            h = (31 * h + (units[i] << 8 | units[i + 1])) & 0xFFFFFFFF
+        return (h ^ h >> 16) & (capacity - 1)
+
+    return sorted(keys, key=bucket)  # sorted() is stable: insertion order within a bucket
 
 
 def is_consumer_group(group: Group | ConsumerGroup | None) -> TypeGuard[ConsumerGroup]:

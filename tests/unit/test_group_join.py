@@ -14,6 +14,7 @@ from helpers_coordinator import (
 from minicoord.protocol.errors import ErrorCode
 from minicoord.server.config import Config
 from minicoord.server.coordinator.coordinator import GroupCoordinator
+from minicoord.server.coordinator.group import java_hash_map_order
 from minicoord.server.coordinator.results import JoinMember, JoinOutcome, SyncOutcome
 
 RANGE = subscription("t1")
@@ -165,6 +166,55 @@ def test_protocol_is_chosen_by_vote() -> None:
     # a votes range, b and c vote roundrobin.
     assert {o.protocol_name for o in outcomes} == {"roundrobin"}
     assert [m.metadata for m in outcomes[0].members] == [RR, RR, RR]
+
+
+@pytest.mark.parametrize("first", ["cooperative-sticky", "range"])
+def test_a_tied_vote_goes_as_kafkas_hash_map_orders_it(first: str) -> None:
+    # A rolling change of assignors: one member lists each first. Kafka counts the votes in a
+    # java.util.HashMap and takes the first maximum it iterates: "range" (bucket 9 of 16)
+    # before "cooperative-sticky" (bucket 15), whichever member joined first.
+    h = Harness()
+    orders = {
+        "cooperative-sticky": [("cooperative-sticky", RANGE), ("range", RANGE)],
+        "range": [("range", RANGE), ("cooperative-sticky", RANGE)],
+    }
+    second = "range" if first == "cooperative-sticky" else "cooperative-sticky"
+    joined = h.join_together(
+        0,
+        {"client_id": "a", "protocols": orders[first]},
+        {"client_id": "b", "protocols": orders[second]},
+    )
+    assert {h.reply(t).protocol_name for _, t in joined} == {"range"}
+
+
+def test_java_hash_map_order_is_javas() -> None:
+    # What java.util.HashMap#keySet printed for these keys put in this order (Java 17): the
+    # spread hash, a table doubled past 12 keys, insertion order within a bucket, UTF-16.
+    assert java_hash_map_order(["b", "a", "c", "Aa", "BB", *"xyzwvutsrqp"]) == [
+        "Aa",
+        "BB",
+        "a",
+        "b",
+        "c",
+        "p",
+        "q",
+        "r",
+        "s",
+        "t",
+        "u",
+        "v",
+        "w",
+        "x",
+        "y",
+        "z",
+    ]
+    assert java_hash_map_order(["zürich", "東京", "range", "😀", "cooperative-sticky"]) == [
+        "東京",
+        "😀",
+        "range",
+        "zürich",
+        "cooperative-sticky",
+    ]
 
 
 def test_vote_only_counts_protocols_every_member_supports() -> None:
