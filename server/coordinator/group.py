@@ -124,6 +124,15 @@ class Group:
         if self.leader_id is None:
             self.leader_id = member.member_id
 
+    def drop_pending(self, member_id: str) -> bool:
+        """Forget a pending (KIP-394) member; whether it was one."""
+        if self.pending_members.pop(member_id, None) is None:
+            return False
+        if not self.pending_members:
+            # A fresh dict: an emptied one keeps the table it grew to, per group for good.
+            self.pending_members = {}
+        return True
+
     def remove(self, member_id: str) -> Member | None:
         member = self.members.pop(member_id, None)
         if member is None:

@@ -112,9 +112,7 @@ class JoinPhase:
         if not _accepts_joining(group, member_id, cfg.group_max_size):
             # As Kafka's classicGroupJoinToClassicGroup: the member refused leaves the group,
             # whether it was pending (KIP-394) or one that had not rejoined yet.
-            was_pending = group.pending_members.pop(member_id, None) is not None
-            if was_pending and not group.pending_members:
-                group.pending_members = {}
+            was_pending = group.drop_pending(member_id)
             refused = group.members.get(member_id)
             if refused is not None:
                 self._remove_member(fx, group, refused)
@@ -162,11 +160,7 @@ class JoinPhase:
                 fx, now, group, _new_member(mid, *fields), ticket, f"{why}new member {mid} joined"
             )
 
-        if member_id in group.pending_members:
-            del group.pending_members[member_id]
-            if not group.pending_members:
-                # A fresh dict: an emptied one keeps the table it grew to, per group for good.
-                group.pending_members = {}
+        if group.drop_pending(member_id):
             return self._add_member_and_rebalance(
                 fx,
                 now,

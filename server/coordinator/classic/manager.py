@@ -277,8 +277,7 @@ class GroupManager(SyncPhase, JoinPhase, RebalancePhase):
                     error = ErrorCode.FENCED_INSTANCE_ID
                 else:
                     removed.append(group.members[current])
-            elif member_id in group.pending_members:
-                del group.pending_members[member_id]
+            elif group.drop_pending(member_id):
                 removed.append(None)
             elif member_id in group.members:
                 removed.append(group.members[member_id])
