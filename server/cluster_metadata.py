@@ -202,16 +202,17 @@ class ClusterMetadata:
     def create_offsets_topic(self, partition: int = 0) -> None:
         """`__consumer_offsets` comes into existence, as Kafka creates it on first use.
 
-        Its log `partition` (the group's that was looked up) is made at once: with a data
-        directory, that is what a restart finds the topic by, as Kafka's controller has it
-        in its metadata log."""
+        Its records, with its partition count, go to the metadata log as Kafka's controller
+        writes them, and its log `partition` (the group's that was looked up) is made at once
+        (a data directory from before the records is known to hold the topic by its logs)."""
         if self.topics.create_offsets_topic():
+            self.persist_metadata(self.topics.offsets_records())
             self.data.partition(self.topics.offsets, partition)
             self.coordinator.on_topics_changed({OFFSETS_TOPIC}, created=True)
             log.info(
                 "created topic %s with %d partitions",
                 OFFSETS_TOPIC,
-                self.config.offsets_topic_num_partitions,
+                self.topics.offsets.partitions,
             )
 
     def delete_topic(self, topic: Topic) -> None:

@@ -369,7 +369,7 @@ class Controller:
         if group_id is not None:
             partitions = [coordinator.partition_for(group_id)]
         else:
-            partitions = list(range(self.broker.config.offsets_topic_num_partitions))
+            partitions = list(range(coordinator.offsets_partitions))
         # Only partitions that are healthy now or already under an injected fault: a partition
         # really loading or failed must not be "restored" when the fault ends.
         partitions = [

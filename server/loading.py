@@ -59,17 +59,7 @@ def plan_loading(broker: Broker) -> tuple[list[int], list[tuple[Topic, int]]]:
     """Mark what must load before it is served; the offsets partitions and topic partitions."""
     on_disk = broker.logs.on_disk()
     partitions = sorted(p for name, p in on_disk if name == OFFSETS_TOPIC)
-    if partitions:
-        broker.topics.create_offsets_topic()  # it existed before this start
-    count = broker.config.offsets_topic_num_partitions
-    beyond = [p for p in partitions if p >= count]
-    if beyond:
-        # Group -> partition mapping depends on the partition count; a log written with more
-        # partitions would put groups where no request would look for them.
-        raise StoreError(
-            f"{broker.logs.data_dir} holds offsets partition {max(beyond)} but "
-            f"offsets.topic.num.partitions is {count}"
-        )
+    _use_offsets_partitions(broker, partitions)
     for partition in partitions:
         broker.coordinator.begin_loading(partition)
         broker.data.unavailable[(OFFSETS_TOPIC, partition)] = ErrorCode.NOT_LEADER_OR_FOLLOWER
@@ -95,6 +85,34 @@ def plan_loading(broker: Broker) -> tuple[list[int], list[tuple[Topic, int]]]:
                 broker.logs.data_dir,
             )
     return partitions, topic_partitions
+
+
+def _use_offsets_partitions(broker: Broker, on_disk: list[int]) -> None:
+    """Map groups onto the partitions of `__consumer_offsets` as its metadata records made it,
+    or offsets.topic.num.partitions for a topic yet to be made. As in Kafka, changing the
+    config later does not move groups (their commits would be looked for where they are not)."""
+    topics, configured = broker.topics, broker.config.offsets_topic_num_partitions
+    count = topics.offsets.partitions if topics.offsets_topic_exists else configured
+    beyond = [p for p in on_disk if p >= count]
+    if beyond:
+        raise StoreError(
+            f"{broker.logs.data_dir} holds offsets partition {max(beyond)} but "
+            f"__consumer_offsets has {count} partitions"
+        )
+    if topics.offsets_topic_exists:
+        if count != configured:
+            log.warning(
+                "offsets.topic.num.partitions is %d but __consumer_offsets was made with %d "
+                "partitions: groups stay where they are, as in Kafka",
+                configured,
+                count,
+            )
+    elif on_disk:
+        # Made by a minicoord that did not record the topic: taken to have the count
+        # configured now (a smaller one was refused above), and recorded with it.
+        topics.create_offsets_topic()
+        broker.persist_metadata(topics.offsets_records())
+    broker.coordinator.use_offsets_partitions(count)
 
 
 async def load_logs(

@@ -270,6 +270,19 @@ class TopicRegistry:
         self._add(self.offsets)
         return True
 
+    def offsets_records(self) -> list[bytes]:
+        """The records that make `__consumer_offsets` durable with its partition count, as
+        Kafka's controller records the topic: a restart keeps the count it was made with,
+        whatever offsets.topic.num.partitions says by then (a group's partition depends on it)."""
+        offsets = self.offsets
+        # Without its configs: those follow offsets.topic.* at each start, as Kafka's broker
+        # configs do (its creation overrides cannot be altered here).
+        records = [mr.encode(mr.TopicRecord(name=offsets.name, topic_id=offsets.topic_id))]
+        records += [
+            _partition_record(offsets.topic_id, i, self.config) for i in range(offsets.partitions)
+        ]
+        return records
+
     def user_topics(self) -> list[Topic]:
         return [t for t in self._by_name.values() if not t.internal]
 
@@ -352,6 +365,8 @@ class TopicRegistry:
             records += [
                 _partition_record(topic.topic_id, i, self.config) for i in range(topic.partitions)
             ]
+        if self.offsets_topic_exists:
+            records += self.offsets_records()
         return records
 
     # -- replay ---------------------------------------------------------------------------
@@ -360,8 +375,13 @@ class TopicRegistry:
         """Apply one metadata record read back from the log at start."""
         self.generation += 1
         if isinstance(record, mr.TopicRecord):
-            topic = Topic(record.name, 0, record.topic_id)
-            topic.config = self._no_overrides()
+            if record.name == OFFSETS_TOPIC:
+                # Its count is what its PartitionRecords say, not offsets.topic.num.partitions.
+                topic = self.offsets
+                topic.partitions = 0
+            else:
+                topic = Topic(record.name, 0, record.topic_id)
+                topic.config = self._no_overrides()
             self._add(topic)
         elif isinstance(record, mr.PartitionRecord):
             topic = self._by_id.get(record.topic_id)

@@ -54,6 +54,9 @@ class GroupCoordinator(GroupAdmin):
         topics: TopicsView | None = None,
     ) -> None:
         self.config = config
+        # offsets.topic.num.partitions until the broker finds `__consumer_offsets` made with
+        # another count (use_offsets_partitions).
+        self.offsets_partitions = config.offsets_topic_num_partitions
         # The broker shares one queue between the coordinator and the data path.
         self.timers = timers if timers is not None else TimerQueue()
         self.topics: TopicsView = topics if topics is not None else TopicRegistry(config)
@@ -121,10 +124,14 @@ class GroupCoordinator(GroupAdmin):
         if partition is None:
             if len(cache) >= 100_000:
                 cache.clear()
-            partition = cache[group_id] = partition_for(
-                group_id, self.config.offsets_topic_num_partitions
-            )
+            partition = cache[group_id] = partition_for(group_id, self.offsets_partitions)
         return partition
+
+    def use_offsets_partitions(self, count: int) -> None:
+        """Map groups onto `count` partitions: `__consumer_offsets` was made with that many.
+        Before any group is served (at start)."""
+        self.offsets_partitions = count
+        self._partitions.clear()
 
     def set_partition_status(self, partition: int, status: PartitionStatus) -> None:
         if status is PartitionStatus.ACTIVE:

@@ -13,13 +13,14 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any, TypeVar
 
+from kafka.protocol.admin import DeleteGroupsRequest
 from kafka.protocol.consumer import (
     JoinGroupRequest,
     ListOffsetsRequest,
     OffsetCommitRequest,
     OffsetFetchRequest,
 )
-from kafka.protocol.metadata import FindCoordinatorRequest
+from kafka.protocol.metadata import FindCoordinatorRequest, MetadataRequest
 from kafka.record.default_records import DefaultRecordBatchBuilder
 from minicoord.clients.connection import ProtocolClient
 from minicoord.protocol.records import OffsetCommitKey, decode_key, decode_value
@@ -252,6 +253,23 @@ async def find_coordinator_error(port: int, group: str) -> int:
     req = FindCoordinatorRequest(key=group, key_type=0)
     resp = await _request(port, req, 3)
     return resp.error_code
+
+
+async def delete_group_error(port: int, group: str) -> int:
+    resp = await _request(port, DeleteGroupsRequest(groups_names=[group]), 2)
+    return resp.results[0].error_code
+
+
+async def topic_partition_count(port: int, topic: str) -> int:
+    """How many partitions Metadata v9 lists for `topic` (an internal one too)."""
+    req = MetadataRequest(
+        topics=[MetadataRequest.MetadataRequestTopic(name=topic)],
+        allow_auto_topic_creation=False,
+        include_cluster_authorized_operations=False,
+        include_topic_authorized_operations=False,
+    )
+    resp = await _request(port, req, 9)
+    return len(resp.topics[0].partitions)
 
 
 # -- server processes and the command line ------------------------------------------------

@@ -1,7 +1,8 @@
 """The cluster metadata log compacted at start (server/metadata_snapshot.py): whatever history
-of topics, configs, ACLs, SCRAM users, group configs and producer id blocks wrote it, the
-compacted log reads back to the same state, and so does a log holding both the old records and
-the snapshot (a crash between appending the snapshot and moving the log start)."""
+of topics (`__consumer_offsets` too), configs, ACLs, SCRAM users, group configs and producer id
+blocks wrote it, the compacted log reads back to the same state, and so does a log holding both
+the old records and the snapshot (a crash between appending the snapshot and moving the log
+start)."""
 
 from __future__ import annotations
 
@@ -50,6 +51,7 @@ operation = st.one_of(
     st.tuples(st.just("unuser"), st.sampled_from(["u1", "u2"]), st.sampled_from([1, 2])),
     st.tuples(st.just("group"), st.sampled_from(["g1", "g2"]), st.sampled_from(GROUP_CONFIGS)),
     st.tuples(st.just("pids")),
+    st.tuples(st.just("offsets")),
 )  # fmt: skip
 
 
@@ -91,6 +93,8 @@ def _apply(broker: Broker, op: tuple[Any, ...]) -> None:
         broker.persist_metadata([mr.encode(record)])
     elif kind == "group":
         broker.persist_metadata(broker.coordinator.group_configs.set(args[0], dict(args[1])))
+    elif kind == "offsets":  # made on a group's first FindCoordinator
+        broker.create_offsets_topic()
     elif kind == "pids":
         ids = broker.data.producer_ids
         record = mr.ProducerIdsRecord(
@@ -116,6 +120,7 @@ def _state(broker: Broker) -> dict[str, Any]:
         },
         "groups": (dict(groups.overrides), dict(groups.session_ms), dict(groups.interval_ms)),
         "producer ids": broker.data.producer_ids.next_block_start,
+        "offsets": topics.offsets.partitions if topics.offsets_topic_exists else None,
     }
 
 
