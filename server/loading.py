@@ -131,7 +131,7 @@ async def load_logs(
             opened, replay = await loop.run_in_executor(
                 pool, read_offsets_partition, logs, partition, segment_bytes
             )
-            broker.coordinator.finish_loading(replay, broker.now())
+            loaded = broker.coordinator.finish_loading(replay, broker.now())
         except Exception as exc:
             if opened is not None:
                 opened.close()  # read, but its records did not replay
@@ -140,6 +140,7 @@ async def load_logs(
         plog = opened
         assert plog is not None
         broker.data.install(broker.topics.offsets, partition, plog)
+        broker.apply(loaded)
         broker.rearm()
         log.log(
             logging.INFO if replay.records else logging.DEBUG,

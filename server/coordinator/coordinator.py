@@ -164,12 +164,14 @@ class GroupCoordinator(GroupAdmin):
     def begin_loading(self, partition: int) -> None:
         self.set_partition_status(partition, PartitionStatus.LOADING)
 
-    def finish_loading(self, replay: PartitionReplay, now: int) -> None:
-        """Install a replayed partition's groups and offsets and start serving it."""
+    def finish_loading(self, replay: PartitionReplay, now: int) -> Result[None]:
+        """Install a replayed partition's groups and offsets and start serving it (the result
+        is to be applied once its log is installed)."""
+        fx = Effects()
         partition = replay.partition
         replay.decode()
         for gid, value in replay.groups.items():
-            self.groups.adopt(rebuild_group(gid, partition, value, now), now)
+            self.groups.adopt(fx, rebuild_group(gid, partition, value, now), now)
         if replay.consumer_groups:
             from minicoord.server.coordinator.consumer.rebuild import rebuild_consumer_group
 
@@ -183,6 +185,7 @@ class GroupCoordinator(GroupAdmin):
             if gid not in self.groups.groups:
                 self.groups.get_or_create(gid, now)
         self.set_partition_status(partition, PartitionStatus.ACTIVE)
+        return fx.result(None)
 
     def fail_loading(self, partition: int) -> None:
         """The partition's log cannot be read: its groups are COORDINATOR_NOT_AVAILABLE."""

@@ -15,6 +15,7 @@ from minicoord.protocol.errors import ErrorCode
 from minicoord.server.config import Config
 from minicoord.server.coordinator.coordinator import GroupCoordinator
 from minicoord.server.coordinator.group import java_hash_map_order
+from minicoord.server.coordinator.replay import PartitionReplay
 from minicoord.server.coordinator.results import JoinMember, JoinOutcome, SyncOutcome
 
 RANGE = subscription("t1")
@@ -618,6 +619,38 @@ def test_group_max_size_in_a_stable_group() -> None:
     # Existing members are not counted against themselves.
     assert h.reply(h.join(100, b)).error is ErrorCode.NONE
     assert h.member_ids() == [a, b]
+
+
+def test_a_loaded_group_over_group_max_size_rebalances() -> None:
+    # Kafka's onLoaded: a group formed under a larger limit rebalances when its partition is
+    # loaded under a smaller one, and the member over it is refused when it rejoins.
+    formed = Harness()
+    ids = formed.form_group(0, 3)
+    partition = formed.group().partition
+    replay = PartitionReplay(partition)
+    for p, record in formed.records:
+        assert p == partition
+        replay.add(record.key, record.value)
+    h = Harness(group_max_size=2)
+    h.absorb(h.coordinator.finish_loading(replay, 1_000))
+    assert h.state() == "PreparingRebalance"
+    assert h.heartbeat(1_001, ids[1], 1) is ErrorCode.REBALANCE_IN_PROGRESS
+    tickets = [h.join(1_002, mid) for mid in ids]
+    assert h.reply(tickets[2]) == JoinOutcome(ErrorCode.GROUP_MAX_SIZE_REACHED, member_id="")
+    assert [h.reply(t).generation_id for t in tickets[:2]] == [2, 2]
+    assert h.member_ids() == ids[:2]
+
+
+def test_a_loaded_group_within_group_max_size_stays_stable() -> None:
+    formed = Harness()
+    ids = formed.form_group(0, 2)
+    replay = PartitionReplay(formed.group().partition)
+    for _, record in formed.records:
+        replay.add(record.key, record.value)
+    h = Harness(group_max_size=2)
+    h.absorb(h.coordinator.finish_loading(replay, 1_000))
+    assert h.state() == "Stable"
+    assert h.heartbeat(1_001, ids[1], 1) is ErrorCode.NONE
 
 
 def test_group_max_size_of_one() -> None:

@@ -112,11 +112,23 @@ class GroupManager(SyncPhase, JoinPhase, RebalancePhase):
             earliest = min(m.next_session_check(now) for m in group.members.values())
             self._schedule_session_check(group, earliest)
 
-    def adopt(self, group: Group, now: int) -> None:
-        """Take in a group rebuilt from records; its members' sessions start now."""
+    def adopt(self, fx: Effects, group: Group, now: int) -> None:
+        """Take in a group rebuilt from records; its members' sessions start now. One with
+        more members than group.max.size allows now rebalances (Kafka's onLoaded), so that
+        those over it are refused when they rejoin."""
         self.groups[group.group_id] = group
         for member in group.members.values():
             self._schedule_session_check(group, now + member.session_timeout_ms)
+        limit = self.config.group_max_size
+        if len(group.members) > limit and group.can_rebalance:
+            self._prepare_rebalance(
+                fx,
+                now,
+                group,
+                f"Freshly-loaded group {group.group_id} (size {len(group.members)}) is over "
+                f"capacity {limit}. Rebalancing in order to give a chance for consumers to "
+                "commit offsets",
+            )
 
     def drop_partition(self, partition: int) -> list[str]:
         """Forget every classic group of an offsets partition (it failed to load, or was
