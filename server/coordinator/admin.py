@@ -101,7 +101,13 @@ class GroupAdmin:
     def delete_groups(self, now: int, group_ids: list[str]) -> Result[list[ErrorCode]]:
         fx = Effects()
         errors = []
+        # A group named twice is answered twice alike: Kafka checks every name against the
+        # state before the request's deletions apply.
+        decided: dict[str, ErrorCode] = {}
         for gid in group_ids:
+            if gid in decided:
+                errors.append(decided[gid])
+                continue
             error = self.unavailable(gid)
             consumer = self.consumer_group(gid)
             if error is None and consumer is not None:
@@ -116,4 +122,5 @@ class GroupAdmin:
                 if error is ErrorCode.NONE:
                     self.offsets.delete_group(fx, self.partition_for(gid), gid)
             errors.append(error)
+            decided[gid] = error
         return fx.result(errors)

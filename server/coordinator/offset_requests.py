@@ -312,6 +312,8 @@ class OffsetRequests:
         self, now: int, group_id: str, partitions: list[TopicPartition]
     ) -> Result[tuple[ErrorCode, list[ErrorCode]]]:
         fx = Effects()
+        if not group_id:  # Kafka's GroupCoordinatorService, before any partition is asked
+            return fx.result((ErrorCode.INVALID_GROUP_ID, []))
         error = self.unavailable(group_id)
         if error is not None:
             return fx.result((error, []))

@@ -137,6 +137,16 @@ def test_delete_groups_answers_each_group(h: Harness) -> None:
     assert "idle" not in h.coordinator.groups.groups
 
 
+def test_a_group_named_twice_is_answered_twice_alike(h: Harness) -> None:
+    # Kafka checks every name before the request's deletions apply: NONE twice, not
+    # NONE then GROUP_ID_NOT_FOUND; the group's tombstones are written once.
+    h.form_group(0, 1, group_id="busy")
+    h.commit(0, [OffsetCommitEntry("t", 0, 1)], group_id="idle")
+    result = h.absorb(h.coordinator.delete_groups(10, ["idle", "busy", "idle", "busy"]))
+    assert result.value == [ErrorCode.NONE, ErrorCode.NON_EMPTY_GROUP] * 2
+    assert len(result.records) == 2  # the offset's tombstone and the group's
+
+
 def test_non_empty_group_in_any_active_state_cannot_be_deleted(h: Harness) -> None:
     h.join_together(0, {"client_id": "a"}, {"client_id": "b"})
     assert h.state() == "CompletingRebalance"

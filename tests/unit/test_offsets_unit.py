@@ -164,6 +164,16 @@ def test_offset_delete_of_an_unknown_group(h: Harness) -> None:
     assert result.records == []
 
 
+def test_offset_delete_of_the_empty_group_id_is_invalid(h: Harness) -> None:
+    # OffsetCommit and OffsetFetch take "" (Kafka keeps it for old clients); OffsetDelete not.
+    h.commit(0, [E("t", 0, 1)], group_id="")
+    result = h.coordinator.delete_offsets(10, "", [("t", 0)])
+    assert result.value == (ErrorCode.INVALID_GROUP_ID, [])
+    assert result.records == []
+    _, found = h.coordinator.fetch_offsets("", None)
+    assert [tp for tp, _ in found] == [("t", 0)]
+
+
 def test_offset_delete_in_an_empty_group(h: Harness) -> None:
     h.commit(0, [E("t", 0, 1), E("t", 1, 1), E("u", 0, 1)])
     result = h.absorb(h.coordinator.delete_offsets(10, GROUP, [("t", 0), ("u", 0), ("v", 9)]))
