@@ -186,3 +186,35 @@ def test_a_consumer_member_joining_upgrades_a_classic_group_online(
     }
     assert epochs == dict.fromkeys((m.member_id for m in trio), generation + 1)
     assert kp.error is None, kp.error
+
+
+@pytest.fixture
+def upgrade_only(server_factory: Any) -> ServerProcess:
+    return server_factory(
+        configs={"group.consumer.migration.policy": "upgrade"}, topics=[(TOPIC, 6)]
+    )
+
+
+def test_classic_members_left_in_a_consumer_group_take_over_a_leavers_partitions(
+    upgrade_only: ServerProcess, group_id: str, ledger: OwnershipLedger
+) -> None:
+    # Under policy `upgrade` the group stays a consumer group when its last consumer-protocol
+    # member leaves, and no consumer-protocol heartbeat is left to compute the new target:
+    # the classic members must still be told to rejoin and get the leaver's partitions, as
+    # Kafka's classic heartbeat tells them (sweep23: they kept theirs; the rest went unread).
+    members = ConfluentMembers(upgrade_only.bootstrap, group_id, prefix="upgrade")
+    try:
+        first = members.add(protocol="consumer", ledger=ledger)
+        check_cover(members, ledger, [first])
+        classic_a = members.add(protocol="classic", strategy="range", ledger=ledger)
+        classic_b = members.add(protocol="classic", strategy="range", ledger=ledger)
+        check_cover(members, ledger, [first, classic_a, classic_b])
+        first_id = first.member_id
+        first.close()
+        check_cover(members, ledger, [classic_a, classic_b])
+        assert sorted(len(m.assignment) for m in (classic_a, classic_b)) == [3, 3]
+        log = wait_log(upgrade_only, settled_with(group_id, 2), what="a Stable epoch of 2")
+        assert group_lines(log, group_id, f"member {first_id} left")
+        assert described(upgrade_only, group_id).type == ConsumerGroupType.CONSUMER
+    finally:
+        members.close_all()

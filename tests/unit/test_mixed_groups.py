@@ -8,6 +8,7 @@ from __future__ import annotations
 import itertools
 from typing import Any
 
+import pytest
 from consumer_helpers import CONFIG, GROUP, Harness
 from helpers_coordinator import subscription
 from kafka.protocol.consumer.metadata import ConsumerProtocolAssignment
@@ -249,6 +250,42 @@ def test_the_last_consumer_member_leaving_turns_the_group_classic_again() -> Non
     assert {o.generation_id for o in joined.values()} == {epoch + 1}
     assert sum(1 for o in joined.values() if o.members) == 1  # a leader again
     assert group.state is GroupState.COMPLETING_REBALANCE
+
+
+@pytest.mark.parametrize("interval_ms", [0, 1_000])
+def test_classic_members_left_alone_in_a_consumer_group_take_over_a_leavers_partitions(
+    interval_ms: int,
+) -> None:
+    # Policy `upgrade`: the last consumer-protocol member leaving does not turn the group
+    # classic, and no consumer-protocol heartbeat is left to compute the new target. Kafka's
+    # classic heartbeat then answers REBALANCE_IN_PROGRESS; here the target is computed (or,
+    # batched, timed) when the member goes, and the classic members are told to rejoin.
+    config = Config(
+        group_consumer_migration_policy="upgrade",
+        group_consumer_assignment_interval_ms=interval_ms,
+        group_min_session_timeout_ms=1000,
+    )
+    h = Mixed(config)
+    classic_ids = classic_group(h, 2)
+    newcomer = new_member_id()
+    out = h.hb(newcomer, 0)
+    consumers = {newcomer: (out.member_epoch, h.owned(out))}
+    converge(h, consumers)
+    assert len(consumers[newcomer][1]["foo"]) == 2
+    assert h.hb(newcomer, -1).error is E.NONE
+    assert isinstance(h.group(), ConsumerGroup)  # the way back to classic is refused
+    told = set()
+    for _ in range(30):
+        h.tick(100)
+        for mid in classic_ids:
+            if h.beat_classic(mid) is E.REBALANCE_IN_PROGRESS:
+                told.add(mid)
+                h.rejoin_and_sync(mid)
+        if owned_everywhere(h, {}) == list(range(6)):
+            break
+    assert told == set(classic_ids)
+    assert owned_everywhere(h, {}) == list(range(6))
+    assert h.group().state.value == "Stable"
 
 
 def test_policies_refuse_the_conversions_they_forbid() -> None:

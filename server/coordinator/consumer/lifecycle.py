@@ -134,6 +134,12 @@ class MemberLifecycle:
             group.assignment_timestamp = 0
             self.timers.cancel(("cg-assign", group.group_id))
             targets.write_target_epoch(fx, group, 0)
+        elif any(m.uses_classic for m in group.members.values()):
+            # A consumer-protocol member's next heartbeat computes the new target; a classic
+            # member's heartbeat only asks it to rejoin once there is one. A group left with
+            # classic members only (its way back to classic refused by the policy or by
+            # group.max.size) would keep the departed member's partitions unowned.
+            self._maybe_assign(fx, now, group)
         self._maybe_stable(group, now)
 
     def _release_classic_replies(self, fx: Effects, member: ConsumerMember) -> None:
