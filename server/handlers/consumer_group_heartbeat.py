@@ -91,6 +91,9 @@ def handle(ctx: RequestContext, request: Any) -> Any:
         regex=request.subscribed_topic_regex if version >= 1 else None,
         server_assignor=request.server_assignor,
         owned=_owned(request.topic_partitions),
+        describable=None
+        if broker.authorizer is None
+        else lambda name: authorize.allowed(ctx, authorize.DESCRIBE, authorize.TOPIC, name),
     )
     result = broker.coordinator.consumer_group_heartbeat(
         broker.now(), req, version, ctx.client_id, ctx.channel.client_host

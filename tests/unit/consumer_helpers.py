@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import uuid
+from collections.abc import Callable
 from typing import Any
 
 from minicoord.protocol.errors import ErrorCode
@@ -69,6 +70,7 @@ class Harness:
         rebalance_timeout_ms: int = -1,
         version: int = 1,
         group: str = GROUP,
+        describable: Callable[[str], bool] | None = None,
     ) -> HeartbeatOutcome:
         if epoch == 0:
             rebalance_timeout_ms = 30_000 if rebalance_timeout_ms == -1 else rebalance_timeout_ms
@@ -86,6 +88,7 @@ class Harness:
             owned=None
             if owned is None
             else {self.tid(t): frozenset(ps) for t, ps in owned.items()},
+            describable=describable,
         )
         return self.absorb(
             self.coordinator.consumer_group_heartbeat(

@@ -177,6 +177,22 @@ def test_subscription_changes_bump_the_epoch_and_regexes_resolve_with_re2() -> N
     assert "bax" in h.group().regexes["ba.*"].topics and h.group().epoch == before + 1
 
 
+def test_a_regex_resolves_to_the_topics_the_resolving_member_may_describe() -> None:
+    # Kafka's filterTopicDescribeAuthorizedTopics, with the principal of the heartbeat that
+    # resolves the regex: at its first resolution and when topics appear later.
+    h = Harness(bar=2, baz=1)
+
+    def may(name: str) -> bool:
+        return "z" not in name
+
+    h.hb("r", 0, topics=[], regex="ba.*", describable=may)
+    assert h.group().regexes["ba.*"].topics == {"bar"}
+    h.topic("bay", 1)
+    h.topic("baz2", 1)
+    h.hb("r", h.group().members["r"].epoch, describable=may)
+    assert h.group().regexes["ba.*"].topics == {"bar", "bay"}
+
+
 def test_new_partitions_of_a_subscribed_topic_bump_the_epoch_and_get_assigned() -> None:
     h = Harness(foo=4)
     state = h.join_all(["a", "b"])

@@ -123,6 +123,7 @@ class ConsumerGroup:
         "rebalance_reason",
         "rebalance_started_at",
         "refresh",
+        "regex_refresh",
         "regex_subscribers",
         "regexes",
         "static_members",
@@ -151,6 +152,9 @@ class ConsumerGroup:
         # The subscribed topics' metadata may have changed: the next heartbeat recomputes the
         # metadata hash (and bumps the epoch if it differs). Set at load and on topic events.
         self.refresh = True
+        # Topics were created (or the group was loaded): its regexes are resolved again by the
+        # next ConsumerGroupHeartbeat, as Kafka's are, with what that member may describe.
+        self.regex_refresh = True
         # A group loaded from Kafka 4.0's records has a partition metadata record to tombstone.
         self.legacy_partition_metadata = False
         # When the rebalance under way began and why, for the rebalance log line and metrics.

@@ -24,7 +24,7 @@ from minicoord.server.coordinator.consumer.requests import (
     HeartbeatOutcome,
     HeartbeatRequest,
 )
-from minicoord.server.coordinator.consumer.targets import TopicsView
+from minicoord.server.coordinator.consumer.targets import Describable, TopicsView
 from minicoord.server.coordinator.results import (
     Effects,
     JoinOutcome,
@@ -260,14 +260,18 @@ class MemberLifecycle:
         for group in list(self.groups.values()):
             if not isinstance(group, ConsumerGroup):
                 continue
-            if (created and group.regexes) or names & group.subscribed_topics():
+            if created and group.regexes:
+                group.regex_refresh = True
+            if names & group.subscribed_topics():
                 group.refresh = True
 
-    def refresh_regexes(self, fx: Effects, now: int, group: ConsumerGroup) -> bool:
+    def refresh_regexes(
+        self, fx: Effects, now: int, group: ConsumerGroup, describable: Describable
+    ) -> bool:
         """Re-resolve every regex after topics were created; whether any matched differently."""
         changed = False
         for regex in list(group.regexes):
-            resolved = targets.resolve_regex(regex, self.topics, now)
+            resolved = targets.resolve_regex(regex, self.topics, now, describable)
             if resolved.topics != group.regexes[regex].topics:
                 group.regexes[regex] = resolved
                 targets.write_regex(fx, group, regex)

@@ -39,7 +39,7 @@ from minicoord.server.coordinator.consumer.requests import (
     HeartbeatRequest,
     new_member_id,
 )
-from minicoord.server.coordinator.consumer.targets import InvalidRegex, TopicsView
+from minicoord.server.coordinator.consumer.targets import Describable, InvalidRegex, TopicsView
 from minicoord.server.coordinator.results import (
     Effects,
     RebalanceEvent,
@@ -142,7 +142,9 @@ class ConsumerGroupManager(MemberLifecycle, EpochsAndTargets):
                 ) from None
         # Nothing fails from here on: changes and records are made together.
         previous_assigned = dict(updated.assigned)
-        member = self.admit(fx, now, group, created, old, replaced, updated, req.owned)
+        member = self.admit(
+            fx, now, group, created, old, replaced, updated, req.owned, req.describable
+        )
         full = (
             req.rebalance_timeout_ms != -1
             and (req.topics is not None or req.regex is not None)
@@ -184,7 +186,7 @@ class ConsumerGroupManager(MemberLifecycle, EpochsAndTargets):
     ) -> HeartbeatOutcome | None:  # fmt: skip
         """`_steady` for a heartbeat known to say nothing but its member id, epoch and
         instance id: the member's session moves on, or None if it is not that simple."""
-        if group.refresh or group.epoch != group.assignment_epoch:
+        if group.refresh or group.regex_refresh or group.epoch != group.assignment_epoch:
             return None
         member = group.members.get(member_id)
         if (
@@ -220,9 +222,12 @@ class ConsumerGroupManager(MemberLifecycle, EpochsAndTargets):
         replaced: ConsumerMember | None,
         updated: ConsumerMember,
         owned: Assignment | None,
+        describable: Describable = None,
     ) -> ConsumerMember:
         """Take a member's new version into the group (either protocol): its records, an epoch
-        bump and a new target when the subscription changed, then one reconciliation step."""
+        bump and a new target when the subscription changed, then one reconciliation step.
+        Regexes are resolved for a consumer-protocol member only, with what it may describe
+        (`describable`), as Kafka resolves them in ConsumerGroupHeartbeat alone."""
         member_id = updated.member_id
         prior = old if old is not None else replaced
         if created:
@@ -248,12 +253,14 @@ class ConsumerGroupManager(MemberLifecycle, EpochsAndTargets):
             )
         if old is None or updated.subscription() != old.subscription():
             targets.write_member(fx, group, updated)
-        if regex_changed and self._update_regexes(fx, now, group, prior, updated):
+        if regex_changed and self._update_regexes(fx, now, group, prior, updated, describable):
             bump = True
             reason = reason or f"member {member_id} changed its subscription pattern"
-        if group.refresh and group.regexes and self.refresh_regexes(fx, now, group):
-            bump = True
-            reason = reason or "topics matching a subscription pattern appeared"
+        if group.regex_refresh and updated.classic is None:
+            group.regex_refresh = False
+            if group.regexes and self.refresh_regexes(fx, now, group, describable):
+                bump = True
+                reason = reason or "topics matching a subscription pattern appeared"
         group.put(updated)
         if votes_move and targets.preferred_assignor(group, self.default_assignor) != before:
             bump = True
@@ -362,7 +369,7 @@ class ConsumerGroupManager(MemberLifecycle, EpochsAndTargets):
 
     def _update_regexes(
         self, fx: Effects, now: int, group: ConsumerGroup, old: ConsumerMember | None,
-        new: ConsumerMember,
+        new: ConsumerMember, describable: Describable,
     ) -> bool:  # fmt: skip
         """Resolve a regex new to the group, drop one no member uses any more; whether the
         subscribed topics changed (an epoch bump)."""
@@ -377,7 +384,9 @@ class ConsumerGroupManager(MemberLifecycle, EpochsAndTargets):
             targets.write_regex(fx, group, old.regex)
             changed = True
         if new.regex and new.regex not in group.regexes:
-            group.regexes[new.regex] = targets.resolve_regex(new.regex, self.topics, now)
+            group.regexes[new.regex] = targets.resolve_regex(
+                new.regex, self.topics, now, describable
+            )
             targets.write_regex(fx, group, new.regex)
             changed = True
         elif new.regex:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import base64
 import uuid
+from typing import TYPE_CHECKING
 
 from minicoord.protocol.errors import ErrorCode
 from minicoord.protocol.lean_dataclass import dataclass
@@ -15,6 +16,9 @@ from minicoord.server.coordinator.consumer.group import (
     STATIC_LEAVE_EPOCH,
     Assignment,
 )
+
+if TYPE_CHECKING:
+    from minicoord.server.coordinator.consumer.targets import Describable
 
 
 class HeartbeatError(Exception):
@@ -38,6 +42,7 @@ class HeartbeatRequest:
     regex: str | None = None
     server_assignor: str | None = None
     owned: Assignment | None = None
+    describable: Describable = None  # the handler's, with an authorizer
 
 
 # Not frozen, though never changed once made: a frozen dataclass sets each field

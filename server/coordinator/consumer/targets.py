@@ -10,8 +10,8 @@ from __future__ import annotations
 import functools
 import struct
 import uuid
-from collections.abc import Iterable
-from typing import TYPE_CHECKING, Protocol
+from collections.abc import Callable, Iterable
+from typing import TYPE_CHECKING, Protocol, TypeAlias
 
 from minicoord.protocol import consumer_records as cr
 from minicoord.protocol.records import Record
@@ -26,6 +26,10 @@ from minicoord.server.coordinator.results import Effects
 
 if TYPE_CHECKING:
     import re2
+
+# Whether the member whose heartbeat resolves a regex may describe a topic (with an
+# authorizer); None: every topic.
+Describable: TypeAlias = Callable[[str], bool] | None
 
 
 class TopicLike(Protocol):
@@ -72,10 +76,19 @@ def compile_regex(pattern: str) -> re2._Regexp:  # type: ignore[name-defined]
         raise InvalidRegex(str(reason)) from None
 
 
-def resolve_regex(pattern: str, topics: TopicsView, now: int) -> ResolvedRegex:
-    """The existing topics a subscription regex matches in full (Kafka's `matches()`)."""
+def resolve_regex(
+    pattern: str, topics: TopicsView, now: int, describable: Describable = None
+) -> ResolvedRegex:
+    """The existing topics a subscription regex matches in full (Kafka's `matches()`), less
+    those the resolving member may not describe (Kafka's filterTopicDescribeAuthorizedTopics):
+    a member cannot consume a topic it cannot describe, and would hold its partitions
+    without ever giving them up."""
     regex = compile_regex(pattern)
-    names = frozenset(t.name for t in topics.all() if regex.fullmatch(t.name) is not None)
+    names = frozenset(
+        t.name
+        for t in topics.all()
+        if regex.fullmatch(t.name) is not None and (describable is None or describable(t.name))
+    )
     return ResolvedRegex(names, 0, now)
 
 
