@@ -120,7 +120,9 @@ class MixedGroups:
             if assignment is not None and assignment.user_data:
                 raise HeartbeatError(
                     ErrorCode.GROUP_ID_NOT_FOUND,
-                    f"{prefix} an unsupported custom assignor is in use.",
+                    f"{prefix} an unsupported custom assignor is in use. Please refer to the "
+                    "documentation or switch to a default assignor before re-attempting the "
+                    "upgrade.",
                 )
             assigned = names_to_ids(
                 assignment.assigned_partitions if assignment else (), self.topics
@@ -198,7 +200,9 @@ class MixedGroups:
         protocols: list[tuple[str, bytes]],
         require_known_member_id: bool,
     ) -> None:
-        def fail(error: ErrorCode, mid: str = member_id) -> None:
+        def fail(error: ErrorCode, mid: str = "") -> None:
+            # Kafka answers the errors it throws here with no member id; only
+            # MEMBER_ID_REQUIRED carries one.
             fx.reply(ticket, JoinOutcome(error, member_id=mid))
 
         if self.policy.lower() == "disabled":
