@@ -145,7 +145,14 @@ class ClusterMetadata:
         if acls:
             from minicoord.server.security.records import create
 
-            self.persist_metadata(create(self.acls, acls))
+            self.persist_acls(create(self.acls, acls))
+
+    def persist_acls(self, records: list[bytes]) -> None:
+        """ACL changes made (start, CreateAcls, DeleteAcls): durable, and followed by the regex
+        subscriptions, which resolve to what their members may describe."""
+        if records:
+            self.persist_metadata(records)
+            self.coordinator.on_acls_changed()
 
     # -- users (SASL) ----------------------------------------------------------------------
 

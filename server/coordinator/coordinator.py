@@ -489,3 +489,9 @@ class GroupCoordinator(GroupAdmin):
         """Topics were created, deleted or grew: consumer groups subscribed to them follow."""
         if "consumers" in self.__dict__:  # else there are none
             self.consumers.on_topics_changed(names, created)
+
+    def on_acls_changed(self) -> None:
+        """What a principal may describe may have changed: consumer groups resolve their
+        regexes again at their next ConsumerGroupHeartbeat."""
+        if "consumers" in self.__dict__:
+            self.consumers.on_acls_changed()

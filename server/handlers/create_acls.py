@@ -44,7 +44,7 @@ def handle(ctx: RequestContext, request: Any) -> Any:
             continue
         valid.append(acl)
         results.append(Result_(error_code=0, error_message=None))
-    broker.persist_metadata(create(broker.acls, valid))
+    broker.persist_acls(create(broker.acls, valid))
     response = CreateAclsResponse(version=ctx.version, throttle_time_ms=0, results=results)
     parked = ctx.park(lambda _: response)
     broker.apply(Result(None, [], []), parked)  # answered once the records are durable

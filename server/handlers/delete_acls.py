@@ -42,7 +42,7 @@ def handle(ctx: RequestContext, request: Any) -> Any:
         except InvalidAcl as exc:
             slots.append(str(exc))
     matched, records = delete(broker.acls, [s for s in slots if isinstance(s, AclFilter)])
-    broker.persist_metadata(records)
+    broker.persist_acls(records)
     per_filter = iter(matched)
     results = []
     for slot in slots:

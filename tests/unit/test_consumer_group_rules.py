@@ -191,6 +191,14 @@ def test_a_regex_resolves_to_the_topics_the_resolving_member_may_describe() -> N
     h.topic("baz2", 1)
     h.hb("r", h.group().members["r"].epoch, describable=may)
     assert h.group().regexes["ba.*"].topics == {"bar", "bay"}
+    # The ACLs change (CreateAcls, DeleteAcls): the next heartbeat resolves it again.
+    h.hb("r", h.group().members["r"].epoch, describable=lambda name: True)
+    assert h.group().regexes["ba.*"].topics == {"bar", "bay"}
+    h.coordinator.on_acls_changed()
+    before = h.group().epoch
+    h.hb("r", h.group().members["r"].epoch, describable=lambda name: True)
+    assert h.group().regexes["ba.*"].topics == {"bar", "bay", "baz", "baz2"}
+    assert h.group().epoch == before + 1
 
 
 def test_new_partitions_of_a_subscribed_topic_bump_the_epoch_and_get_assigned() -> None:

@@ -265,6 +265,11 @@ class MemberLifecycle:
             if names & group.subscribed_topics():
                 group.refresh = True
 
+    def on_acls_changed(self) -> None:
+        for group in self.groups.values():
+            if isinstance(group, ConsumerGroup) and group.regexes:
+                group.regex_refresh = True
+
     def refresh_regexes(
         self, fx: Effects, now: int, group: ConsumerGroup, describable: Describable
     ) -> bool:
