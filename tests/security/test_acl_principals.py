@@ -6,7 +6,7 @@ prefixed allow at commit."""
 from __future__ import annotations
 
 import pytest
-from aclkit import confluent_consumer, confluent_producer, poll_until
+from aclkit import confluent_consumer, confluent_producer, poll_until, scram_login
 from confluent_kafka import KafkaError, KafkaException, TopicPartition
 from minicoord.testing.embedded import EmbeddedServer, running
 
@@ -15,12 +15,7 @@ USERS = {"alice": "alice-secret", "bob": "bob-secret"}
 
 
 def _login(user: str) -> dict[str, str]:
-    return {
-        "security.protocol": "SASL_PLAINTEXT",
-        "sasl.mechanism": "SCRAM-SHA-512",
-        "sasl.username": user,
-        "sasl.password": USERS[user],
-    }
+    return scram_login(user, USERS[user])
 
 
 @pytest.fixture

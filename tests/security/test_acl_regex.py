@@ -15,7 +15,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from aclkit import confluent_producer
+from aclkit import confluent_producer, scram_login
 from confluent_kafka import Consumer
 from confluent_kafka.admin import AdminClient
 from minicoord.testing.embedded import EmbeddedServer, running
@@ -33,12 +33,7 @@ RECORDS = 5  # per partition
 
 
 def sasl(user: str) -> dict[str, Any]:
-    return {
-        "security.protocol": "SASL_PLAINTEXT",
-        "sasl.mechanism": "SCRAM-SHA-512",
-        "sasl.username": user,
-        "sasl.password": USERS[user],
-    }
+    return scram_login(user, USERS[user])
 
 
 @pytest.fixture
