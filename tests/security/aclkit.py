@@ -24,23 +24,18 @@ class Identity:
     server: dict[str, Any] = field(default_factory=dict)
 
 
-def scram_login(user: str, password: str) -> dict[str, str]:
-    """librdkafka's settings for a SCRAM-SHA-512 login over SASL_PLAINTEXT."""
-    return {
-        "security.protocol": "SASL_PLAINTEXT",
-        "sasl.mechanism": "SCRAM-SHA-512",
-        "sasl.username": user,
-        "sasl.password": password,
-    }
-
-
 IDENTITIES = [
     Identity("anonymous", "User:ANONYMOUS"),
     # The same tests as a SASL user: the principal comes from the login, not the socket.
     Identity(
         "sasl-alice",
         "User:alice",
-        confluent=scram_login("alice", "alice-secret"),
+        confluent={
+            "security.protocol": "SASL_PLAINTEXT",
+            "sasl.mechanism": "SCRAM-SHA-512",
+            "sasl.username": "alice",
+            "sasl.password": "alice-secret",
+        },
         kafka_python={
             "security_protocol": "SASL_PLAINTEXT",
             "sasl_mechanism": "SCRAM-SHA-512",

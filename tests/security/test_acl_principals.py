@@ -5,8 +5,10 @@ prefixed allow at commit."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
-from aclkit import confluent_consumer, confluent_producer, poll_until, scram_login
+from aclkit import confluent_consumer, confluent_producer, poll_until
 from confluent_kafka import KafkaError, KafkaException, TopicPartition
 from minicoord.testing.embedded import EmbeddedServer, running
 
@@ -14,8 +16,8 @@ TOPIC = "shared"
 USERS = {"alice": "alice-secret", "bob": "bob-secret"}
 
 
-def _login(user: str) -> dict[str, str]:
-    return scram_login(user, USERS[user])
+def _login(server: EmbeddedServer, user: str) -> dict[str, Any]:
+    return server.client(user=user, mechanism="SCRAM-SHA-512").confluent()
 
 
 @pytest.fixture
@@ -39,12 +41,12 @@ def server() -> EmbeddedServer:
 def test_bob_is_refused_his_group_while_alice_consumes_and_commits(
     server: EmbeddedServer,
 ) -> None:
-    producer = confluent_producer(server.bootstrap, _login("bob"))
+    producer = confluent_producer(server.bootstrap, _login(server, "bob"))
     for i in range(3):
         producer.produce(TOPIC, f"m{i}".encode())
     assert producer.flush(10) == 0
-    alice = confluent_consumer(server.bootstrap, "alice-", _login("alice"))
-    bob = confluent_consumer(server.bootstrap, "bob-group", _login("bob"))
+    alice = confluent_consumer(server.bootstrap, "alice-", _login(server, "alice"))
+    bob = confluent_consumer(server.bootstrap, "bob-group", _login(server, "bob"))
     try:
         alice.subscribe([TOPIC])
         bob.subscribe([TOPIC])
@@ -63,8 +65,8 @@ def test_bob_is_refused_his_group_while_alice_consumes_and_commits(
 
 def test_deny_for_one_principal_beats_its_prefixed_allow(server: EmbeddedServer) -> None:
     # bob may read every alice- group by prefix, except alice-orders, denied to him alone.
-    allowed = confluent_consumer(server.bootstrap, "alice-reports", _login("bob"))
-    denied = confluent_consumer(server.bootstrap, "alice-orders", _login("bob"))
+    allowed = confluent_consumer(server.bootstrap, "alice-reports", _login(server, "bob"))
+    denied = confluent_consumer(server.bootstrap, "alice-orders", _login(server, "bob"))
     try:
         with pytest.raises(KafkaException) as info:
             denied.commit(offsets=[TopicPartition(TOPIC, 0, 1)], asynchronous=False)

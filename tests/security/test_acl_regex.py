@@ -15,7 +15,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from aclkit import confluent_producer, scram_login
+from aclkit import confluent_producer
 from confluent_kafka import Consumer
 from confluent_kafka.admin import AdminClient
 from minicoord.testing.embedded import EmbeddedServer, running
@@ -32,8 +32,8 @@ ACLS = [
 RECORDS = 5  # per partition
 
 
-def sasl(user: str) -> dict[str, Any]:
-    return scram_login(user, USERS[user])
+def sasl(server: EmbeddedServer, user: str) -> dict[str, Any]:
+    return server.client(user=user, mechanism="SCRAM-SHA-512").confluent()
 
 
 @pytest.fixture
@@ -45,7 +45,7 @@ def server() -> Iterator[EmbeddedServer]:
         listeners="SASL_PLAINTEXT://127.0.0.1:0",
         users=USERS,
     ) as server:
-        producer = confluent_producer(server.bootstrap, sasl("admin"))
+        producer = confluent_producer(server.bootstrap, sasl(server, "admin"))
         for name, partitions in TOPICS:
             for p in range(partitions):
                 for i in range(RECORDS):
@@ -63,7 +63,7 @@ def consumer(server: EmbeddedServer, user: str) -> Consumer:
             "auto.offset.reset": "earliest",
             "enable.auto.commit": False,
             "topic.metadata.refresh.interval.ms": 1000,
-            **sasl(user),
+            **sasl(server, user),
         }
     )
 
@@ -95,7 +95,7 @@ def test_a_regex_takes_only_the_topics_its_member_may_describe(server: EmbeddedS
         ]  # fmt: skip
         # Nothing she may not describe is in her group: she may describe it (Kafka refuses
         # ConsumerGroupDescribe with TOPIC_AUTHORIZATION_FAILED otherwise).
-        admin = AdminClient({"bootstrap.servers": server.bootstrap, **sasl("alice")})
+        admin = AdminClient({"bootstrap.servers": server.bootstrap, **sasl(server, "alice")})
         described = admin.describe_consumer_groups(["ga"], request_timeout=10)["ga"].result(15)
         assert [m.member_id for m in described.members] == [alice.memberid()]
         # carol, who may read a.secret, gets it at once, alice keeping hers.
