@@ -31,6 +31,7 @@ from minicoord.server.data.plane import DataPlane
 from minicoord.server.handlers import HandlerRegistry
 from minicoord.server.request_log import Refusals, RequestLog
 from minicoord.server.topics import OFFSETS_TOPIC, TopicRegistry
+from minicoord.server.transactions.coordinator import Ended, TransactionCoordinator
 from minicoord.storage.log import FlushPolicy, LogManager
 from minicoord.storage.partition_log import PartitionLog, WriteMark
 
@@ -80,6 +81,12 @@ class Broker(ClusterMetadata):
         self.topics = TopicRegistry(config)
         self.coordinator = GroupCoordinator(config, timers=self.timers, topics=self.topics)
         self.data = DataPlane(config, self.logs, self.topics, self.timers)
+        self.transactions = TransactionCoordinator(
+            config.transaction_max_timeout_ms,
+            self.allocate_producer_id,
+            config.transactional_id_expiration_ms,
+        )
+        self.data.transactions = self.transactions
         self.handlers = HandlerRegistry.default()
         # `authorizer` is None without authorizer.class.name, which is what handlers test
         # before checking.
@@ -131,7 +138,42 @@ class Broker(ClusterMetadata):
             self.data.expire_producers,
             now,
         )
+        self._every(
+            "transaction-timeouts",
+            config.transaction_abort_timed_out_transaction_cleanup_interval_ms,
+            self.abort_timed_out_transactions,
+            now,
+        )
         self._arm_timer()
+
+    # -- producers and transactions ----------------------------------------------------------
+
+    def allocate_producer_id(self) -> int:
+        """A producer id never handed out before: from a block claimed in the metadata log,
+        which an answer naming the id waits for (as any answer waits for the turn's records)."""
+        ids = self.data.producer_ids
+        if ids.needs_block():
+            ids.claim_block()
+            self.persist_metadata([ids.block_record(self.config.broker_id)])
+        return ids.allocate()
+
+    def finish_transaction(self, ended: Ended, now: int) -> Result[None]:
+        """Write a transaction's markers and settle its offsets (commit or drop them); a
+        reply applied with the result is sent once they are durable."""
+        from minicoord.server.transactions.finish import finish
+
+        return finish(self, ended, now)
+
+    def abort_timed_out_transactions(self, now: int) -> None:
+        for ended in self.transactions.abort_timed_out(now):
+            log.info(
+                "transaction %r of producer %d timed out: aborted, epoch bumped to %d",
+                ended.transactional_id,
+                ended.producer_id,
+                ended.epoch,
+            )
+            self.apply(self.finish_transaction(ended, now))
+        self.transactions.expire_ids(now)
 
     # -- applying results -------------------------------------------------------------------
 

@@ -101,6 +101,12 @@ class Config:
     # long-running server that sees many short-lived producers.
     producer_id_expiration_ms: int = 86_400_000
     producer_id_expiration_check_interval_ms: int = 600_000
+    # Transactions: the longest transaction.timeout.ms a producer may ask for, and how often
+    # transactions open past their timeout are aborted (Kafka's names and defaults).
+    transaction_max_timeout_ms: int = 900_000
+    # A transactional id not used for this long is forgotten (its producer id with it).
+    transactional_id_expiration_ms: int = 604_800_000
+    transaction_abort_timed_out_transaction_cleanup_interval_ms: int = 10_000
     delete_topic_enable: bool = True
     # ACLs are enforced only with an authorizer, named as Kafka names its own (README, ACLs).
     authorizer_class_name: str = ""
@@ -232,6 +238,9 @@ class Config:
             "log_retention_check_interval_ms",
             "producer_id_expiration_ms",
             "producer_id_expiration_check_interval_ms",
+            "transaction_max_timeout_ms",
+            "transactional_id_expiration_ms",
+            "transaction_abort_timed_out_transaction_cleanup_interval_ms",
         ):
             if getattr(self, name) < 1:
                 raise ConfigError(f"{self.kafka_name(name)} must be at least 1")

@@ -21,12 +21,16 @@ import time
 from minicoord.protocol.errors import ErrorCode
 from minicoord.server.broker import Broker
 from minicoord.server.coordinator.replay import PartitionReplay
+from minicoord.server.coordinator.results import Result
+from minicoord.server.data.plane import PartitionState
 from minicoord.server.data.producers import ProducerStates
 from minicoord.server.topics import METADATA_TOPIC, OFFSETS_TOPIC, Topic
 from minicoord.storage import producer_snapshots
+from minicoord.storage.batch import BatchInfo
 from minicoord.storage.log import LogManager, StoreError
 from minicoord.storage.log_loader import CorruptLog
 from minicoord.storage.partition_log import PartitionLog
+from minicoord.storage.txn_index import PartitionTxns
 
 log = logging.getLogger("minicoord.loading")
 
@@ -45,14 +49,21 @@ def read_offsets_partition(
 
 def open_topic_partition(
     logs: LogManager, topic: Topic, index: int, segment_bytes: int
-) -> tuple[PartitionLog, ProducerStates]:
+) -> tuple[PartitionLog, ProducerStates, PartitionTxns]:
     producers = ProducerStates()
-    plog = logs.open_log(topic.name, index, segment_bytes, producers.load)
+    txns = PartitionTxns()
+
+    def on_batch(info: BatchInfo) -> None:
+        producers.load(info)
+        txns.load(info)
+
+    plog = logs.open_log(topic.name, index, segment_bytes, on_batch)
     if plog.directory is not None:
         snapshot = producer_snapshots.latest(plog.directory, plog.next_offset)
         if snapshot is not None:
             producers.merge_snapshot(*snapshot)
-    return plog, producers
+    txns.resolve_from(plog)
+    return plog, producers, txns
 
 
 def plan_loading(broker: Broker) -> tuple[list[int], list[tuple[Topic, int]]]:
@@ -169,7 +180,7 @@ async def _load_topic_partition(
         return  # deleted while loading
     started = time.perf_counter()
     try:
-        plog, producers = await loop.run_in_executor(
+        plog, producers, txns = await loop.run_in_executor(
             pool, open_topic_partition, logs, topic, index, broker.data.segment_bytes(topic)
         )
     except Exception as exc:
@@ -189,7 +200,9 @@ async def _load_topic_partition(
         return
     # As Kafka loads a snapshot: producers already past their expiration stay forgotten.
     producers.expire(broker.now(), broker.config.producer_id_expiration_ms)
-    broker.data.install(topic, index, plog, producers)
+    state = broker.data.install(topic, index, plog, producers, txns)
+    if txns.open:
+        _abort_left_open(broker, state)
     log.debug(
         "loaded %s-%d: offsets %d-%d, %d bytes in %.0f ms",
         topic.name,
@@ -199,6 +212,25 @@ async def _load_topic_partition(
         plog.size_bytes,
         (time.perf_counter() - started) * 1000,
     )
+
+
+def _abort_left_open(broker: Broker, state: PartitionState) -> None:
+    """Transactions a previous run left open here are aborted: no coordinator remembers them
+    (transaction state is not kept across restarts), and an open one would hold the last
+    stable offset, and every read_committed consumer, where it is for good."""
+    now = broker.now()
+    for pid in list(state.txns.open):
+        entry = state.producers.producers.get(pid)
+        epoch = entry.epoch if entry is not None else 0
+        log.warning(
+            "%s-%d: producer %d's transaction from before the restart aborted "
+            "(transactions do not survive a restart)",
+            state.topic.name,
+            state.index,
+            pid,
+        )
+        broker.data.write_marker(state, pid, epoch, False, now)
+    broker.apply(Result(None, [], []))
 
 
 def _offsets_not_served(broker: Broker, partition: int, exc: Exception) -> None:

@@ -9,6 +9,13 @@ still learns of the deletion, then dropped. Records without a key cannot be comp
 dropped, as Kafka's cleaner does. The active segment is neither touched nor read, nor are the
 segments `min.compaction.lag.ms` still protects (those holding a record younger than that).
 
+Transactions, as Kafka's cleaner treats them: the caller passes only segments below the last
+stable offset, so no open transaction's records are cleaned; records of aborted transactions
+(`aborted`: producer id, first and last offset) are dropped and never supersede a committed
+record of their key; transaction markers (control batches) are kept as they are, so a reader
+and a restart still see where each transaction ended. (Kafka drops a marker once no record of
+its transaction is left and delete.retention.ms has passed; these stay.)
+
 As Kafka's cleaner groups them (groupSegmentsBySize), the closed segments are cleaned in
 groups of consecutive segments holding at most `segment.bytes` between them, one output
 segment per group, which keeps the newest of its sources' modification times. So the cleaned
@@ -33,7 +40,9 @@ from typing import TYPE_CHECKING, Any
 
 from minicoord.protocol.lean_dataclass import dataclass
 from minicoord.storage.batch import (
+    CONTROL,
     HEADER,
+    TRANSACTIONAL,
     CorruptBatch,
     parse_batch,
     rebuild_batch,
@@ -79,6 +88,7 @@ def prepare(
     now_ms: int,
     delete_retention_ms: int,
     cleanable: Sequence[Segment] | None = None,
+    aborted: Sequence[tuple[int, int, int]] = (),
 ) -> PreparedClean | None:
     """Clean the closed segments into new ones (blocking: runs in a worker thread).
 
@@ -104,11 +114,14 @@ def prepare(
     # cleaner's work, and it runs beside the event loop under one GIL. Every dirty batch is
     # verified here, once; the second pass reads the same immutable bytes.
     clean = sum(1 for segment in closed if plog.is_clean(segment))
+    skip = _Transactions(aborted)
     latest: dict[bytes, int] = {}
     for segment in closed[clean:]:
         with segment.reading() as read:
             for data in read_batches(read, segment.size):
                 verify_batch(data)
+                if skip.kind(data) is not None:
+                    continue
                 for key, offset, _ts, _tombstone in record_keys(data):
                     if key is not None:
                         latest[key] = offset
@@ -134,6 +147,7 @@ def prepare(
                     survivors,
                     latest,
                     now_ms - delete_retention_ms,
+                    skip,
                 )
                 before += seen
                 after += kept
@@ -164,9 +178,10 @@ def clean(
     now_ms: int,
     delete_retention_ms: int,
     cleanable: Sequence[Segment] | None = None,
+    aborted: Sequence[tuple[int, int, int]] = (),
 ) -> CleanResult | None:
     """Prepare and swap in, in the calling thread (offline tools, tests)."""
-    prepared = prepare(plog, now_ms, delete_retention_ms, cleanable)
+    prepared = prepare(plog, now_ms, delete_retention_ms, cleanable, aborted)
     if prepared is None:
         return None
     plog.replace_closed(prepared.closed, prepared.cleaned)
@@ -180,12 +195,22 @@ def _copy_survivors(
     survivors: list[int],
     latest: dict[bytes, int],
     tombstones_before: int,
+    skip: _Transactions,
 ) -> tuple[int, int]:
     """Write the records of `segment` that survive to `out`; (records seen, records kept)."""
     seen = kept_count = 0
     with segment.reading() as read:
         for data in read_batches(read, segment.size):
             (first, _, _, _, _, _, last_delta, *_, count) = HEADER.unpack_from(data, 0)
+            kind = skip.kind(data)
+            if kind is not None:
+                if not dirty:
+                    verify_batch(data)
+                seen += count
+                if kind is _MARKER:
+                    kept_count += count
+                    out.write(bytes(data))
+                continue
             if dirty:
                 at = bisect_left(survivors, first)
                 if at == len(survivors) or survivors[at] > first + last_delta:
@@ -213,6 +238,32 @@ def _copy_survivors(
             records = _records(batch)
             out.write(rebuild_batch(batch, [records[i] for i in kept]))
     return seen, kept_count
+
+
+_MARKER, _ABORTED = "marker", "aborted"
+
+
+class _Transactions:
+    """Which batches the cleaner leaves out of the key map: markers (kept as they are) and
+    the batches of aborted transactions (dropped)."""
+
+    def __init__(self, aborted: Sequence[tuple[int, int, int]]) -> None:
+        self.aborted: dict[int, list[tuple[int, int]]] = {}
+        for pid, first, last in aborted:
+            self.aborted.setdefault(pid, []).append((first, last))
+
+    def kind(self, data: bytes | bytearray | memoryview) -> str | None:
+        (base, *_, attributes, _last, _first_ts, _max_ts, pid, _epoch, _seq, _count) = (
+            HEADER.unpack_from(data, 0)
+        )
+        if not attributes & TRANSACTIONAL:
+            return None
+        if attributes & CONTROL:
+            return _MARKER
+        for first, last in self.aborted.get(pid, ()):
+            if first <= base <= last:
+                return _ABORTED
+        return None
 
 
 def _group_by_size(segments: Sequence[Segment], max_bytes: int) -> list[list[Segment]]:

@@ -276,19 +276,23 @@ class PartitionLog(SegmentRemoval):
 
     # -- reading ----------------------------------------------------------------------------
 
-    def read(self, offset: int, max_bytes: int, min_one: bool = True) -> bytes:
+    def read(
+        self, offset: int, max_bytes: int, min_one: bool = True, upto: int | None = None
+    ) -> bytes:
         """Whole batches from the one holding `offset`, up to `max_bytes`, below the high
         watermark, from one segment (as Kafka reads). With `min_one` the first batch is
         returned even when it alone is larger than `max_bytes` (KIP-74), so a consumer can
         always make progress. An offset no batch of its segment reaches (compaction dropped
         the segment's last records) is read from the next segment on, as Kafka's LocalLog
-        does: the first batch after a gap holds the next offset there is."""
-        if offset >= self.high_watermark or offset < self.log_start_offset:
+        does: the first batch after a gap holds the next offset there is. With `upto` (a
+        read_committed fetch's last stable offset) no batch at or past it is read."""
+        end = self.high_watermark if upto is None else min(upto, self.high_watermark)
+        if offset >= end or offset < self.log_start_offset:
             return b""
         with self.lock:
             segment = self.segments[max(bisect_right(self._bases, offset) - 1, 0)]
         while True:
-            found = self._read_in(segment, offset, max_bytes, min_one)
+            found = self._read_in(segment, offset, max_bytes, min_one, end)
             if found is not None:
                 return found
             if segment is self._hw_segment:
@@ -300,7 +304,7 @@ class PartitionLog(SegmentRemoval):
                 segment = self.segments[i]
 
     def _read_in(
-        self, segment: Segment, offset: int, max_bytes: int, min_one: bool
+        self, segment: Segment, offset: int, max_bytes: int, min_one: bool, upto: int
     ) -> bytes | None:
         """`read` within one segment; None when no batch of it reaches `offset`."""
         end = self._hw_position if segment is self._hw_segment else segment.size
@@ -324,7 +328,9 @@ class PartitionLog(SegmentRemoval):
                 if taken:
                     break
                 chunk_at, chunk = pos, segment.read(pos, min(end - pos, window))
-            _base, length = _PREFIX.unpack_from(chunk, pos - chunk_at)
+            base, length = _PREFIX.unpack_from(chunk, pos - chunk_at)
+            if base >= upto:
+                break
             size = PREFIX_SIZE + length
             if taken + size > max_bytes or pos + size > end:
                 if taken or not min_one or pos + size > end:

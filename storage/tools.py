@@ -23,6 +23,7 @@ from minicoord.storage.log import LogManager, StoreError, log_dir, logs_in
 from minicoord.storage.log_loader import CLEANED, SWAP, tail_index
 from minicoord.storage.scan import scan_segment
 from minicoord.storage.segment import SUFFIX
+from minicoord.storage.txn_index import PartitionTxns
 
 OFFSETS_TOPIC = "__consumer_offsets"
 METADATA_TOPIC = "__cluster_metadata"
@@ -183,10 +184,16 @@ def compact(
             if name not in wanted:
                 continue
             retention, min_lag, log_segment_bytes = wanted[name]
-            plog = logs.open_log(name, index, log_segment_bytes)
+            txns = PartitionTxns()
+            plog = logs.open_log(name, index, log_segment_bytes, txns.load)
             logs.install(name, index, plog)
+            txns.resolve_from(plog)
             plog.roll()
-            result = clean(plog, now, retention, plog.cleanable(now, min_lag))
+            cleanable = plog.cleanable(now, min_lag)
+            lso = txns.first_unstable(plog.next_offset)
+            cleanable = [s for s in cleanable if s.next_offset <= lso]
+            aborted = [(pid, first, last) for last, pid, first in txns.aborted]
+            result = clean(plog, now, retention, cleanable, aborted)
             if result is not None:
                 results.append(result)
     finally:

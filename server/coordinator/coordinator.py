@@ -32,6 +32,7 @@ from minicoord.server.coordinator.results import (
     Ticket,
 )
 from minicoord.server.coordinator.timers import TimerQueue
+from minicoord.server.coordinator.txn_offsets import PendingTxnOffsets
 from minicoord.server.group_configs import GroupConfigs
 from minicoord.server.topics import TopicRegistry
 
@@ -62,6 +63,7 @@ class GroupCoordinator(GroupAdmin):
         self.topics: TopicsView = topics if topics is not None else TopicRegistry(config)
         self.groups = GroupManager(config, self.timers, self.partition_for, new_member_id)
         self.offsets = OffsetsManager()
+        self.txn_offsets = PendingTxnOffsets()
         # Only partitions that are not ACTIVE are listed, so the common case costs one
         # empty-dict test per request.
         self.partition_status: dict[int, PartitionStatus] = {}
@@ -79,6 +81,7 @@ class GroupCoordinator(GroupAdmin):
         # Bound once here, so a commit costs the same call as a method of this class.
         self.commit_offsets = requests.commit_offsets
         self.commit_one = requests.commit_one
+        self.txn_commit_refused = requests.txn_commit_refused
         self.fetch_offsets = requests.fetch_offsets
         self.delete_offsets = requests.delete_offsets
         self.delete_topic_offsets = requests.delete_topic_offsets

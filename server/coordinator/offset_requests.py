@@ -213,6 +213,22 @@ class OffsetRequests:
         )
         return _NONE
 
+    def txn_commit_refused(
+        self,
+        now: int,
+        group_id: str,
+        generation_id: int,
+        member_id: str,
+        group_instance_id: str | None,
+    ) -> ErrorCode | None:
+        """TxnOffsetCommit's checks of the group (Kafka's validateTransactionalOffsetCommit):
+        OffsetCommit's, a generation or member epoch the group does not have being
+        ILLEGAL_GENERATION."""
+        error = self._commit_refused(now, group_id, generation_id, member_id, group_instance_id, 9)
+        if error in (ErrorCode.STALE_MEMBER_EPOCH, ErrorCode.GROUP_ID_NOT_FOUND):
+            return ErrorCode.ILLEGAL_GENERATION
+        return error
+
     def _commit_refused(
         self,
         now: int,

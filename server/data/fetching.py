@@ -17,6 +17,7 @@ each commit made visible.
 
 from __future__ import annotations
 
+import struct
 from dataclasses import field
 from typing import TYPE_CHECKING, Any
 
@@ -25,7 +26,10 @@ from minicoord.protocol.lean_dataclass import dataclass
 from minicoord.server.coordinator.results import Effects, Ticket
 from minicoord.server.coordinator.timers import TimerQueue
 from minicoord.server.topics import Topic
+from minicoord.storage.batch import LAST_OFFSET_DELTA_AT, PREFIX_SIZE
 from minicoord.storage.partition_log import PartitionLog
+
+_BASE, _LENGTH, _DELTA = struct.Struct(">q"), struct.Struct(">i"), struct.Struct(">i")
 
 if TYPE_CHECKING:
     from minicoord.server.data.plane import DataPlane
@@ -49,12 +53,19 @@ class PartitionData:
     last_stable_offset: int = -1
     log_start_offset: int = -1
     records: bytes = b""
+    # read_committed: (producer id, first offset) of the aborted transactions read.
+    aborted: list[tuple[int, int]] | None = None
 
 
 def read_partitions(
-    plane: DataPlane, wanted: list[FetchPartition], max_bytes: int, unknown: ErrorCode
+    plane: DataPlane,
+    wanted: list[FetchPartition],
+    max_bytes: int,
+    unknown: ErrorCode,
+    read_committed: bool = False,
 ) -> tuple[list[PartitionData], int, bool]:
-    """(per-partition answers, bytes read, whether any partition errored)."""
+    """(per-partition answers, bytes read, whether any partition errored). read_committed
+    reads below the last stable offset and names the aborted transactions it read into."""
     from minicoord.server.data.plane import leader_epoch_error
 
     out: list[PartitionData] = []
@@ -87,16 +98,35 @@ def read_partitions(
             out.append(PartitionData(ErrorCode.OFFSET_OUT_OF_RANGE))
             errored = True
             continue
+        hw = plog.high_watermark
+        txns = state.txns
+        lso = txns.first_unstable(hw) if txns.open else hw
+        upto = lso if read_committed else None
         data = (
-            plog.read(offset, min(p.max_bytes, remaining), min_one) if remaining or min_one else b""
+            plog.read(offset, min(p.max_bytes, remaining), min_one, upto)
+            if remaining or min_one
+            else b""
         )
+        aborted = None
         if data:
             min_one = False
             remaining = max(0, remaining - len(data))
             total += len(data)
-        hw = plog.high_watermark
-        out.append(PartitionData(ErrorCode.NONE, hw, hw, plog.log_start_offset, data))
+            if read_committed and txns.aborted:
+                aborted = txns.aborted_between(offset, next_offset_after(data))
+        out.append(PartitionData(ErrorCode.NONE, hw, lso, plog.log_start_offset, data, aborted))
     return out, total, errored
+
+
+def next_offset_after(data: bytes) -> int:
+    """The offset after the last of these whole batches."""
+    pos = last = 0
+    while pos + PREFIX_SIZE <= len(data):
+        last = pos
+        pos += PREFIX_SIZE + _LENGTH.unpack_from(data, pos + 8)[0]
+    (base,) = _BASE.unpack_from(data, last)
+    (delta,) = _DELTA.unpack_from(data, last + LAST_OFFSET_DELTA_AT)
+    return base + delta + 1
 
 
 class WaitedLog:

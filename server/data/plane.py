@@ -25,12 +25,16 @@ from minicoord.server.data.producers import ProducerIds, ProducerStates
 from minicoord.server.data.validate import InvalidBatch, Limits, check_produced
 from minicoord.server.topics import LEADER_EPOCH, OFFSETS_TOPIC, Topic, TopicRegistry
 from minicoord.storage import producer_snapshots
+from minicoord.storage.batch import TRANSACTIONAL, batch_info
 from minicoord.storage.checkpoints import write_partition_metadata
+from minicoord.storage.control_batch import encode_marker
 from minicoord.storage.log import LogManager
 from minicoord.storage.partition_log import PartitionLog, WriteMark
+from minicoord.storage.txn_index import PartitionTxns
 
 if TYPE_CHECKING:
     from minicoord.server.data.produce_gate import ProduceGate
+    from minicoord.server.transactions.coordinator import TransactionCoordinator
 
 log = logging.getLogger("minicoord.data")
 
@@ -62,6 +66,11 @@ class PartitionState:
     index: int
     log: PartitionLog
     producers: ProducerStates
+    txns: PartitionTxns
+
+    @property
+    def last_stable_offset(self) -> int:
+        return self.txns.first_unstable(self.log.high_watermark)
 
 
 @dataclass(frozen=True, slots=True)
@@ -111,6 +120,8 @@ class DataPlane:
         self.producer_ids = ProducerIds()
         # Retried idempotent batches answered from the producer state (metrics, tests).
         self.duplicates = 0
+        # Verifies transactional batches against their transactions (set by the broker).
+        self.transactions: TransactionCoordinator | None = None
         self.fetch_waits = FetchWaits(timers, self)
 
     # -- partitions -----------------------------------------------------------------------
@@ -136,10 +147,17 @@ class DataPlane:
         return state
 
     def install(
-        self, topic: Topic, index: int, plog: PartitionLog, producers: ProducerStates | None = None
+        self,
+        topic: Topic,
+        index: int,
+        plog: PartitionLog,
+        producers: ProducerStates | None = None,
+        txns: PartitionTxns | None = None,
     ) -> PartitionState:
         self.logs.install(topic.name, index, plog)
-        state = PartitionState(topic, index, plog, producers or ProducerStates())
+        state = PartitionState(
+            topic, index, plog, producers or ProducerStates(), txns or PartitionTxns()
+        )
         if topic.name != OFFSETS_TOPIC:
             plog.segment_ms = self.topics.config_of(topic).roll_ms
             if plog.directory is not None:
@@ -190,6 +208,7 @@ class DataPlane:
         now: int,
         version: int,
         client_id: str,
+        transactional_id: str | None = None,
     ) -> AppendOutcome:
         """Validate and accept one partition's batch (its bytes are written at the turn's end)."""
         if topic.internal and client_id != ADMIN_CLIENT_ID:
@@ -222,6 +241,17 @@ class DataPlane:
                 message=exc.message,
                 record_errors=exc.record_errors,
             )
+        if info.attributes & TRANSACTIONAL:
+            # As Kafka verifies (KIP-890): the batch belongs to its producer's open
+            # transaction, and the transaction holds this partition.
+            assert self.transactions is not None
+            refusal = self.transactions.verify(
+                transactional_id, info.producer_id, info.producer_epoch, (topic.name, index)
+            )
+            if refusal is not None:
+                return AppendOutcome(
+                    refusal[0], log_start_offset=plog.log_start_offset, message=refusal[1]
+                )
         check = state.producers.check(info)
         if check.error is not ErrorCode.NONE:
             return AppendOutcome(
@@ -237,6 +267,8 @@ class DataPlane:
             )
         base = plog.reserve(batch, info)
         state.producers.update(info, base)
+        if info.attributes & TRANSACTIONAL:
+            state.txns.on_append(info, base)
         self.logs.touched(topic.name, index, plog)
         return AppendOutcome(
             ErrorCode.NONE,
@@ -244,6 +276,20 @@ class DataPlane:
             now if cfg.log_append_time else -1,
             plog.log_start_offset,
         )
+
+    def write_marker(
+        self, state: PartitionState, producer_id: int, epoch: int, commit: bool, now: int
+    ) -> int:
+        """End the producer's transaction in this partition (Kafka's WriteTxnMarkers, as the
+        coordinator of a single node writes it); returns the marker's offset."""
+        plog = state.log
+        batch = encode_marker(plog.next_offset, producer_id, epoch, commit, 0, now)
+        base = plog.reserve(batch, batch_info(batch))
+        state.producers.on_marker(producer_id, epoch)
+        state.txns.on_marker(producer_id, commit, base)
+        state.txns.forget_before(plog.log_start_offset)
+        self.logs.touched(state.topic.name, state.index, plog)
+        return base
 
     def committed(self, marks: Iterable[tuple[PartitionLog, WriteMark]]) -> Effects:
         """Appends made durable: move high watermarks, wake the fetches waiting on them."""
@@ -257,9 +303,16 @@ class DataPlane:
     # -- offsets --------------------------------------------------------------------------
 
     def list_offset(
-        self, topic: Topic, index: int, timestamp: int, current_leader_epoch: int, version: int
+        self,
+        topic: Topic,
+        index: int,
+        timestamp: int,
+        current_leader_epoch: int,
+        version: int,
+        read_committed: bool = False,
     ) -> OffsetAnswer:
-        """ListOffsets for one partition (READ_COMMITTED reads the same: no transactions)."""
+        """ListOffsets for one partition; READ_COMMITTED sees only up to the last stable
+        offset, as Kafka answers it."""
         error = leader_epoch_error(current_leader_epoch)
         if error is not None:
             return OffsetAnswer(error)
@@ -269,8 +322,9 @@ class DataPlane:
         if state is None:
             return OffsetAnswer(self.error_for(topic, index))
         plog = state.log
+        end = state.last_stable_offset if read_committed else plog.high_watermark
         if timestamp == LATEST:
-            return OffsetAnswer(ErrorCode.NONE, -1, plog.high_watermark, LEADER_EPOCH)
+            return OffsetAnswer(ErrorCode.NONE, -1, end, LEADER_EPOCH)
         if timestamp in (EARLIEST, EARLIEST_LOCAL):
             return OffsetAnswer(ErrorCode.NONE, -1, plog.log_start_offset, LEADER_EPOCH)
         if timestamp in (LATEST_TIERED, EARLIEST_PENDING_UPLOAD):
@@ -280,7 +334,7 @@ class DataPlane:
             if timestamp == MAX_TIMESTAMP
             else plog.offset_for_timestamp(timestamp)
         )
-        if found is None or found[0] >= plog.high_watermark:
+        if found is None or found[0] >= end:
             return OffsetAnswer(ErrorCode.NONE)
         offset, ts = found
         return OffsetAnswer(ErrorCode.NONE, ts, offset, LEADER_EPOCH)

@@ -141,6 +141,14 @@ class ProducerStates:
             )
         )
 
+    def on_marker(self, producer_id: int, epoch: int) -> None:
+        """A transaction marker of the producer's: its epoch is the partition's from now on,
+        so a producer the coordinator fenced (an epoch bumped to abort) is refused here too,
+        as Kafka's ProducerAppendInfo.appendEndTxnMarker updates it."""
+        entry = self.producers.get(producer_id)
+        if entry is None or epoch > entry.epoch:
+            self.producers[producer_id] = ProducerEntry(epoch)
+
     def expire(self, now: int, expiration_ms: int) -> int:
         """Forget the producers whose last batch is `expiration_ms` old (Kafka's
         ProducerStateManager.removeExpiredProducers, by the batch's max timestamp as Kafka
@@ -157,7 +165,10 @@ class ProducerStates:
 
     def load(self, info: BatchInfo) -> None:
         """Replay one batch header found in the log (its base offset is already assigned)."""
-        self.update(info, info.base_offset)
+        if info.is_control:
+            self.on_marker(info.producer_id, info.producer_epoch)
+        else:
+            self.update(info, info.base_offset)
 
     def snapshot(self) -> list[SnapshotEntry]:
         """Each producer as Kafka's snapshot keeps it: its epoch and its last batch."""

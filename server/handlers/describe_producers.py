@@ -31,7 +31,7 @@ SPEC = SPECS[API_KEY]
 TopicResponse = SPEC.response.TopicResponse
 PartitionResponse = TopicResponse.PartitionResponse
 ProducerState = PartitionResponse.ProducerState
-# What an idempotent producer's entry carries where a transactional one's would say more.
+# A producer with no transaction open in the partition (and no coordinator epoch kept).
 NO_COORDINATOR_EPOCH = -1
 NO_TXN_START_OFFSET = -1
 NO_TIMESTAMP = -1
@@ -81,7 +81,7 @@ def _producers(index: int, state: PartitionState) -> Any:
                 last_sequence=entry.last_sequence,
                 last_timestamp=entry.batches[-1].timestamp if entry.batches else NO_TIMESTAMP,
                 coordinator_epoch=NO_COORDINATOR_EPOCH,
-                current_txn_start_offset=NO_TXN_START_OFFSET,
+                current_txn_start_offset=state.txns.open.get(pid, NO_TXN_START_OFFSET),
             )
         )
     return PartitionResponse(

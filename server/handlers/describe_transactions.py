@@ -3,13 +3,14 @@
 Kafka's KafkaApis.handleDescribeTransactionsRequest, id by id, each answered in the order
 asked (a repeated id too): Describe on the transactional id, else
 TRANSACTIONAL_ID_AUTHORIZATION_FAILED; then TransactionCoordinator.handleDescribeTransactions:
-an empty id is INVALID_REQUEST, an id the coordinator has no metadata for
-TRANSACTIONAL_ID_NOT_FOUND. minicoord serves no transactions, so every other id is
-TRANSACTIONAL_ID_NOT_FOUND, as a single-node Kafka answers an id no producer ever used. (Kafka
-answers NOT_COORDINATOR instead while its `__transaction_state` topic does not exist; a client
-never sees that, since it first looks the coordinator up, which creates the topic.) An error
-leaves every other field at its schema default, as Kafka leaves it: empty state, zeros, no
-topics.
+an empty id is INVALID_REQUEST, an id the coordinator has no metadata for (no InitProducerId
+since the server started) TRANSACTIONAL_ID_NOT_FOUND. (Kafka answers NOT_COORDINATOR instead
+while its `__transaction_state` topic does not exist; a client never sees that, since it first
+looks the coordinator up, which creates the topic.) An error leaves every other field at its
+schema default, as Kafka leaves it: empty state, zeros, no topics. A known id: its state, timeout,
+the start of its open transaction (-1 when none), producer id and epoch, and the partitions
+of the open transaction, a group added by AddOffsetsToTxn as its `__consumer_offsets`
+partition, as Kafka adds it.
 """
 
 from __future__ import annotations
@@ -20,10 +21,13 @@ from minicoord.protocol.apis import SPECS
 from minicoord.protocol.errors import ErrorCode
 from minicoord.server.handlers.base import Handler, RequestContext
 from minicoord.server.security import authorize
+from minicoord.server.topics import OFFSETS_TOPIC
+from minicoord.server.transactions.coordinator import ONGOING, Txn
 
 API_KEY = 65
 SPEC = SPECS[API_KEY]
 TransactionState = SPEC.response.TransactionState
+TopicData = TransactionState.TopicData
 
 
 def handle(ctx: RequestContext, request: Any) -> Any:
@@ -34,6 +38,10 @@ def handle(ctx: RequestContext, request: Any) -> Any:
         elif not tid:
             error = ErrorCode.INVALID_REQUEST
         else:
+            txn = ctx.broker.transactions.get(tid)
+            if txn is not None:
+                states.append(_described(ctx, txn))
+                continue
             error = ErrorCode.TRANSACTIONAL_ID_NOT_FOUND
         states.append(
             TransactionState(
@@ -48,6 +56,28 @@ def handle(ctx: RequestContext, request: Any) -> Any:
             )
         )
     return SPEC.response(version=ctx.version, throttle_time_ms=0, transaction_states=states)
+
+
+def _described(ctx: RequestContext, txn: Txn) -> Any:
+    partitions: dict[str, list[int]] = {}
+    for name, index in sorted(txn.partitions):
+        partitions.setdefault(name, []).append(index)
+    for group in sorted(txn.groups):
+        index = ctx.broker.coordinator.partition_for(group)
+        partitions.setdefault(OFFSETS_TOPIC, []).append(index)
+    return TransactionState(
+        error_code=ErrorCode.NONE,
+        transactional_id=txn.transactional_id,
+        transaction_state=txn.state,
+        transaction_timeout_ms=txn.timeout_ms,
+        transaction_start_time_ms=txn.start_ms if txn.state == ONGOING else -1,
+        producer_id=txn.producer_id,
+        producer_epoch=txn.epoch,
+        topics=[
+            TopicData(topic=name, partitions=sorted(set(indexes)))
+            for name, indexes in partitions.items()
+        ],
+    )
 
 
 HANDLER = Handler.for_spec(SPEC, handle)

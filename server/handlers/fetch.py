@@ -105,12 +105,12 @@ def handle(ctx: RequestContext, request: Any) -> Any:
         return EncodedResponse(body, ErrorCode.NONE, errors)
 
     def build(_: Any) -> Any:
-        return respond(read_partitions(broker.data, wanted, max_bytes, unknown)[0])
+        return respond(read_partitions(broker.data, wanted, max_bytes, unknown, committed)[0])
 
     if replica_id >= 0:
         # A follower's fetch: this single node has no followers.
         return respond([PartitionData(ErrorCode.NOT_LEADER_OR_FOLLOWER) for _ in wanted])
-    data, total, errored = read_partitions(broker.data, wanted, max_bytes, unknown)
+    data, total, errored = read_partitions(broker.data, wanted, max_bytes, unknown, committed)
     wait_ms = min(max(request.max_wait_ms, 0), MAX_WAIT_CAP_MS)
     if errored or wait_ms == 0 or total >= request.min_bytes or not wanted or refused_parts:
         return respond(data)
@@ -196,8 +196,9 @@ def _partition(p: FetchPartition, d: PartitionData, committed: bool) -> FetchedP
         d.high_watermark,
         d.last_stable_offset,
         d.log_start_offset,
-        # Kafka sends null for read_uncommitted, a (here always empty) list for read_committed.
-        () if committed and d.error is ErrorCode.NONE else None,
+        # Kafka sends null for read_uncommitted, a list (the aborted transactions among the
+        # batches read) for read_committed.
+        (d.aborted or ()) if committed and d.error is ErrorCode.NONE else None,
         # Zero-length, not null, for a partition with nothing to return: Kafka sends
         # MemoryRecords.EMPTY, and kafka-python's fetcher fails on None.
         d.records,

@@ -1,11 +1,9 @@
 """FindCoordinator (key 10), versions 0-6.
 
-Every group's coordinator is this node. v1 adds the key type (0 group, 1 transaction) and an
-error message; v3 is flexible; v4 batches keys (KIP-699); v5/v6 only widen the errors a
-client must handle. A transaction key is answered INVALID_REQUEST, as Kafka answers a key type
-it has no coordinator for: minicoord serves no transactions. COORDINATOR_NOT_AVAILABLE, which
-it answered before, is retriable: kafkajs retried for 11 s and reported a missing group
-coordinator, and @platformatic/kafka's idempotent producer retried without end.
+Every group's and every transactional id's coordinator is this node. v1 adds the key type
+(0 group, 1 transaction) and an error message; v3 is flexible; v4 batches keys (KIP-699);
+v5/v6 only widen the errors a client must handle. An empty key, or a key type Kafka has no
+coordinator for, is INVALID_REQUEST.
 """
 
 from __future__ import annotations
@@ -39,10 +37,10 @@ def _lookup(ctx: RequestContext, key: str, key_type: int) -> tuple[ErrorCode, st
                 "Transactional Id authorization failed.",
             )
     if key_type == TRANSACTION_KEY:
-        # The client fails at once; the line in the server's log says why.
-        message = "minicoord serves no transactions: there is no transaction coordinator"
-        refused(ctx, ErrorCode.INVALID_REQUEST, f"{message}; transactional id {key!r}")
-        return ErrorCode.INVALID_REQUEST, message
+        if not key:
+            refused(ctx, ErrorCode.INVALID_REQUEST, "empty transactional id")
+            return ErrorCode.INVALID_REQUEST, "empty transactional id"
+        return ErrorCode.NONE, None
     if key_type != GROUP_KEY:
         refused(ctx, ErrorCode.INVALID_REQUEST, f"unknown key type {key_type}")
         return ErrorCode.INVALID_REQUEST, f"unknown key type {key_type}"

@@ -4,10 +4,10 @@ For an idempotent producer (no transactional id) every call gets a fresh produce
 epoch 0, whatever id and epoch it sends, as Kafka's coordinator answers; epoch bumps of an
 idempotent producer are the client's own (KIP-360). Ids come from blocks claimed in the
 cluster metadata log before use, so none is handed out twice, restarts included. A
-transactional id is answered COORDINATOR_NOT_AVAILABLE: there is no transaction coordinator
-(FindCoordinator refuses a transactional id with INVALID_REQUEST first, so a client gets here
-only without looking its coordinator up). v2 is flexible; v3 carries the producer's id and epoch; v4
-PRODUCER_FENCED; v5 TRANSACTION_ABORTABLE.
+transactional id gets its id and the next epoch from the transaction coordinator
+(transactions/coordinator.py), which fences the id's earlier producer and aborts its open
+transaction first. v2 is flexible; v3 carries the producer's id and epoch; v4
+PRODUCER_FENCED (INVALID_PRODUCER_EPOCH before it); v5 TRANSACTION_ABORTABLE.
 """
 
 from __future__ import annotations
@@ -21,6 +21,7 @@ from minicoord.server.coordinator.results import Result
 from minicoord.server.handlers.base import Handler, RequestContext
 from minicoord.server.request_log import refused
 from minicoord.server.security import authorize
+from minicoord.server.transactions.answers import after_writes, compatible
 
 API_KEY = 22
 
@@ -49,26 +50,29 @@ def handle(ctx: RequestContext, request: Any) -> Any:
     if version >= 3 and (request.producer_id == -1) != (request.producer_epoch == -1):
         refused(ctx, ErrorCode.INVALID_REQUEST, "producer id and epoch must be both set or unset")
         return answer(ErrorCode.INVALID_REQUEST)
-    if request.transactional_id is not None:
-        if not request.transactional_id:
+    broker = ctx.broker
+    tid = request.transactional_id
+    if tid is not None:
+        if not tid:
             refused(ctx, ErrorCode.INVALID_REQUEST, "empty transactional id")
             return answer(ErrorCode.INVALID_REQUEST)
-        refused(
-            ctx,
-            ErrorCode.COORDINATOR_NOT_AVAILABLE,
-            f"transactions are not served (transactional id {request.transactional_id!r})",
+        now = broker.now()
+        pid, epoch = (request.producer_id, request.producer_epoch) if version >= 3 else (-1, -1)
+        outcome = broker.transactions.init_producer_id(
+            tid, request.transaction_timeout_ms, pid, epoch, now
         )
-        return answer(ErrorCode.COORDINATOR_NOT_AVAILABLE)
-    broker = ctx.broker
-    ids = broker.data.producer_ids
-    if ids.needs_block():
-        ids.claim_block()
-        broker.persist_metadata([ids.block_record(broker.config.broker_id)])
-    producer_id = ids.allocate()
-    parked = ctx.park(lambda _: answer(ErrorCode.NONE, producer_id, 0))
-    # Answered once the block it came from is durable.
-    broker.apply(Result(None, [], []), parked)
-    return parked
+        result = (
+            broker.finish_transaction(outcome.aborted, now)
+            if outcome.aborted is not None
+            else Result(None, [], [])
+        )
+        error = compatible(outcome.error, version, 4)
+        return after_writes(
+            ctx, result, lambda _: answer(error, outcome.producer_id, outcome.epoch)
+        )
+    # Answered once the block the id came from is durable.
+    producer_id = broker.allocate_producer_id()
+    return after_writes(ctx, Result(None, [], []), lambda _: answer(ErrorCode.NONE, producer_id, 0))
 
 
 HANDLER = Handler.for_spec(SPECS[API_KEY], handle, max_version=5)

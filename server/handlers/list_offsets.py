@@ -31,6 +31,8 @@ def handle(ctx: RequestContext, request: Any) -> Any:
     broker = ctx.broker
     registry = broker.topics
     topics = []
+    # isolation_level (v2+): 1 is READ_COMMITTED.
+    read_committed = version >= 2 and request.isolation_level == 1
     # With ACLs (as Kafka): Describe on each topic, checked before whether it exists.
     denied = authorize.denied_topics(ctx, authorize.DESCRIBE, (t.name for t in request.topics))
     # A partition asked for twice, in one topic entry or in two of the same name, gets
@@ -49,7 +51,9 @@ def handle(ctx: RequestContext, request: Any) -> Any:
                 answer = OffsetAnswer(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
             else:
                 epoch = p.current_leader_epoch if version >= 4 else -1
-                answer = broker.data.list_offset(topic, index, p.timestamp, epoch, version)
+                answer = broker.data.list_offset(
+                    topic, index, p.timestamp, epoch, version, read_committed
+                )
             partitions.append(
                 PartitionResponse(
                     partition_index=index,

@@ -1,8 +1,10 @@
 """ListTransactions (key 66), versions 0-2: the transactions this node coordinates.
 
-minicoord serves no transactions, so the list is always empty, as a single-node Kafka's is
-before any transactional producer: what remains is Kafka's handling of the filters
-(KafkaApis.handleListTransactionsRequest, TransactionStateManager.listTransactionStates):
+Every transactional id the coordinator knows (since the server started), with its producer
+id and state, filtered as Kafka filters them (KafkaApis.handleListTransactionsRequest,
+TransactionStateManager.listTransactionStates): by state, producer id, v1's duration (open
+longer than it) and v2's pattern (the whole id must match); with ACLs, the ids the caller
+may not Describe are left out.
 - a state filter that is not one of Kafka's state names (case-sensitive:
   TransactionState.fromName) is no error: it is named back in unknown_state_filters, once;
 - the producer id filter and v1's duration filter are never refused (a negative duration
@@ -13,20 +15,21 @@ before any transactional producer: what remains is Kafka's handling of the filte
   java.util.regex; here a pattern is refused only when neither Python's `re` nor RE2 compiles
   it, so the Java constructs one of them knows (\\p{L}, \\Q..\\E, possessive quantifiers)
   are not refused for want of the other.
-No ACL is checked for the request: Kafka leaves out the transactions whose id the caller may
-not Describe, and there are none to leave out.
+No ACL is checked for the request itself.
 """
 
 from __future__ import annotations
 
 import re
 import warnings
+from collections.abc import Callable
 from typing import Any
 
 from minicoord.protocol.apis import SPECS
 from minicoord.protocol.errors import ErrorCode
 from minicoord.server.handlers.base import Handler, RequestContext
 from minicoord.server.request_log import refused
+from minicoord.server.security import authorize
 
 API_KEY = 66
 SPEC = SPECS[API_KEY]
@@ -52,7 +55,45 @@ def handle(ctx: RequestContext, request: Any) -> Any:
         return _answer(ctx, ErrorCode.INVALID_REGULAR_EXPRESSION, [])
     # Kafka collects the filters into a set first: each unknown one is named once.
     unknown = [s for s in dict.fromkeys(request.state_filters) if s not in STATE_NAMES]
-    return _answer(ctx, ErrorCode.NONE, unknown)
+    states = set(request.state_filters)
+    producers = set(request.producer_id_filters)
+    duration = request.duration_filter if ctx.version >= 1 else -1
+    matches = _matcher(pattern) if pattern else None
+    now = ctx.broker.now()
+    listed = []
+    for txn in ctx.broker.transactions.txns.values():
+        if (
+            (producers and txn.producer_id not in producers)
+            or (states and txn.state not in states)
+            or (duration >= 0 and now - txn.start_ms <= duration)
+            or (matches is not None and not matches(txn.transactional_id))
+            or not authorize.allowed(
+                ctx, authorize.DESCRIBE, authorize.TRANSACTIONAL_ID, txn.transactional_id
+            )
+        ):
+            continue
+        listed.append(
+            SPEC.response.TransactionState(
+                transactional_id=txn.transactional_id,
+                producer_id=txn.producer_id,
+                transaction_state=txn.state,
+            )
+        )
+    return _answer(ctx, ErrorCode.NONE, unknown, listed)
+
+
+def _matcher(pattern: str) -> Callable[[str], bool]:
+    """Whole-id matching, as Java's Matcher.matches()."""
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            compiled = re.compile(pattern)
+        return lambda tid: compiled.fullmatch(tid) is not None
+    except (re.error, RecursionError, OverflowError):
+        from minicoord.server.coordinator.consumer.targets import compile_regex
+
+        regex = compile_regex(pattern)
+        return lambda tid: regex.fullmatch(tid) is not None
 
 
 def _compiles(pattern: str) -> bool:
@@ -73,13 +114,15 @@ def _compiles(pattern: str) -> bool:
     return True
 
 
-def _answer(ctx: RequestContext, error: ErrorCode, unknown: list[str]) -> Any:
+def _answer(
+    ctx: RequestContext, error: ErrorCode, unknown: list[str], listed: list[Any] | None = None
+) -> Any:
     return SPEC.response(
         version=ctx.version,
         throttle_time_ms=0,
         error_code=error,
         unknown_state_filters=unknown,
-        transaction_states=[],
+        transaction_states=listed or [],
     )
 
 

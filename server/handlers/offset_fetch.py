@@ -1,10 +1,11 @@
 """OffsetFetch (key 9), versions 1-10 (Kafka 4 dropped 0).
 
 v2 fetches all of a group's offsets with null topics and adds a top-level error; v5 leader
-epochs; v6 is flexible; v7 require_stable (no transactions here, so nothing is ever
-unstable); v8 batches groups (KIP-709); v9 member id and epoch: a member of a KIP-848 group
-must name its current epoch (UNKNOWN_MEMBER_ID / STALE_MEMBER_EPOCH; classic groups ignore
-them); v10 names topics by id. A partition with no commit is offset -1.
+epochs; v6 is flexible; v7 require_stable (a partition an open transaction has committed an
+offset of is UNSTABLE_OFFSET_COMMIT); v8 batches groups (KIP-709); v9 member id and epoch: a
+member of a KIP-848 group must name its current epoch (UNKNOWN_MEMBER_ID /
+STALE_MEMBER_EPOCH; classic groups ignore them); v10 names topics by id. A partition with no
+commit is offset -1.
 """
 
 from __future__ import annotations
@@ -39,6 +40,7 @@ def _fetch(
     by_id: bool,
     member_id: str | None = None,
     member_epoch: int = -1,
+    require_stable: bool = False,
 ) -> tuple[ErrorCode, dict[str, list[tuple[int, CommittedOffset | None, ErrorCode]]]]:
     """Offsets grouped by topic name; unknown topic ids are reported per partition.
 
@@ -77,7 +79,13 @@ def _fetch(
             return error, {}
         # v1 has no group-level error field: each partition asked for carries it.
         found = [(tp, None) for tp in wanted or ()]
+    pending = ctx.broker.coordinator.txn_offsets
+    unstable = require_stable and group_id in pending.pending
     for (topic, index), committed in found:
+        if unstable and pending.unstable(group_id, (topic, index)):
+            # An open transaction holds an offset of it (Kafka: offset -1 and this error).
+            by_topic.setdefault(topic, []).append((index, None, ErrorCode.UNSTABLE_OFFSET_COMMIT))
+            continue
         by_topic.setdefault(topic, []).append((index, committed, error))
     if checked and topics is None:
         hidden = authorize.denied_topics(ctx, authorize.DESCRIBE, by_topic)
@@ -109,7 +117,10 @@ def _partition(cls: Any, index: int, c: CommittedOffset | None, error: ErrorCode
 def handle(ctx: RequestContext, request: Any) -> Any:
     version = ctx.version
     if version < 8:
-        error, by_topic = _fetch(ctx, request.group_id, request.topics, by_id=False)
+        stable = version >= 7 and request.require_stable
+        error, by_topic = _fetch(
+            ctx, request.group_id, request.topics, False, require_stable=stable
+        )
         topics = [
             V7Topic(name=name, partitions=[_partition(V7Partition, *p) for p in parts])
             for name, parts in by_topic.items()
@@ -121,7 +132,9 @@ def handle(ctx: RequestContext, request: Any) -> Any:
     groups = []
     for g in request.groups:
         member_id, epoch = (g.member_id, g.member_epoch) if version >= 9 else (None, -1)
-        error, by_topic = _fetch(ctx, g.group_id, g.topics, by_id, member_id, epoch)
+        error, by_topic = _fetch(
+            ctx, g.group_id, g.topics, by_id, member_id, epoch, request.require_stable
+        )
         topics = [
             V8Topic(
                 name=name,

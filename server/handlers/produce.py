@@ -9,7 +9,9 @@ a single node never needs to redirect); v13 names topics by id.
 
 With acks=0 nothing is answered; a request with any failed partition closes the connection
 with a log line, as Kafka does, so the producer notices and refreshes its metadata.
-Transactions are not served: a transactional batch is refused.
+A transactional batch must belong to its producer's open transaction, which holds the
+partition (verified as Kafka 3.6+ verifies it, KIP-890): else INVALID_TXN_STATE, or
+INVALID_PRODUCER_EPOCH for a fenced producer.
 """
 
 from __future__ import annotations
@@ -66,17 +68,10 @@ def _handle(ctx: RequestContext, request: Any, parked: Parked | None) -> Any:
     refuse: AppendOutcome | None = None
     if acks not in (-1, 0, 1):
         refuse = AppendOutcome(ErrorCode.INVALID_REQUIRED_ACKS)
-    elif transactional:
-        refuse = (
-            AppendOutcome(
-                ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
-                message="a transactional batch needs a transactional id",
-            )
-            if request.transactional_id is None
-            else AppendOutcome(
-                ErrorCode.INVALID_TXN_STATE,
-                message="minicoord has no transaction coordinator: transactions are not served",
-            )
+    elif transactional and request.transactional_id is None:
+        refuse = AppendOutcome(
+            ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
+            message="a transactional batch needs a transactional id",
         )
     # With ACLs (as Kafka): Write on the transactional id, if any, for the whole request;
     # Write on each topic, checked before whether the topic exists.
@@ -123,7 +118,10 @@ def _handle(ctx: RequestContext, request: Any, parked: Parked | None) -> Any:
             elif acks == -1 and registry.config_of(topic).min_insync_replicas > 1:
                 outcome = _not_enough_replicas(ctx, topic, p.index)
             else:
-                outcome = broker.data.append(topic, p.index, p.records, now, version, ctx.client_id)
+                outcome = broker.data.append(
+                    topic, p.index, p.records, now, version, ctx.client_id,
+                    request.transactional_id,
+                )  # fmt: skip
             failed = failed or outcome.error is not ErrorCode.NONE
             partitions.append((p.index, outcome))
 

@@ -1,10 +1,9 @@
-"""DescribeTransactions (key 65, KIP-664): minicoord serves no transactions, so every id is
-TRANSACTIONAL_ID_NOT_FOUND, as a single-node Kafka's coordinator answers an id no producer
-used; an empty id INVALID_REQUEST; no Describe on the id TRANSACTIONAL_ID_AUTHORIZATION_FAILED
-first (KafkaApis.handleDescribeTransactionsRequest, TransactionCoordinator
-.handleDescribeTransactions). Raw requests for the answers, and what a stock admin client
-(kafka-python's describe_transactions, which looks the transaction coordinator up first)
-gets from FindCoordinator's refusal."""
+"""DescribeTransactions (key 65, KIP-664): an id no producer used is TRANSACTIONAL_ID_NOT_FOUND,
+as Kafka's coordinator answers it; an empty id INVALID_REQUEST; no Describe on the id
+TRANSACTIONAL_ID_AUTHORIZATION_FAILED first (KafkaApis.handleDescribeTransactionsRequest,
+TransactionCoordinator.handleDescribeTransactions). Raw requests for the answers, and what a
+stock admin client (kafka-python's describe_transactions, which looks the transaction
+coordinator up first) gets. Ids in use are described in tests/clients/test_transactions.py."""
 
 from __future__ import annotations
 
@@ -14,7 +13,7 @@ from collections.abc import AsyncIterator
 import pytest
 from authzkit import authorized_client
 from kafka import KafkaAdminClient
-from kafka.errors import InvalidRequestError
+from kafka.errors import TransactionalIdNotFoundError
 from kafka.protocol.admin import DescribeTransactionsRequest
 from minicoord.clients.connection import ProtocolClient
 from minicoord.protocol.errors import ErrorCode
@@ -112,16 +111,14 @@ async def test_nothing_on_the_cluster_stands_for_it(acl_client: ProtocolClient) 
     assert await describe(acl_client, "tx-1") == [("tx-1", DENIED, *DEFAULTS)]
 
 
-def test_a_stock_admin_client_stops_at_the_coordinator_lookup() -> None:
+def test_a_stock_admin_client_finds_the_coordinator_and_no_such_id() -> None:
     # kafka-python (as Java's Admin) asks FindCoordinator for the transaction coordinator
-    # first. minicoord answers it INVALID_REQUEST, so transactional producers fail at once
-    # (README, FindCoordinator), and so does this call, before DescribeTransactions; against
-    # Kafka it would raise TransactionalIdNotFoundError for the same id.
+    # first, then DescribeTransactions there: an unused id raises as against Kafka.
     with running() as s:
         client = KafkaAdminClient(bootstrap_servers=s.bootstrap, client_id="describe-txns")
         try:
             assert client.describe_transactions([]) == {}
-            with pytest.raises(InvalidRequestError, match="minicoord serves no transactions"):
+            with pytest.raises(TransactionalIdNotFoundError, match="'tx-1'"):
                 client.describe_transactions(["tx-1"])
         finally:
             client.close()

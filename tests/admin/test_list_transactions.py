@@ -1,8 +1,9 @@
-"""ListTransactions (key 66, KIP-664; v1 KIP-994, v2 KIP-1152): minicoord serves no
-transactions, so the list is empty, as a single-node Kafka's is before any transactional
-producer; the filters are handled as Kafka's TransactionStateManager.listTransactionStates
-handles them. A stock admin client (kafka-python's list_transactions) over TCP, every version
-with the raw client, and no refusal with ACLs."""
+"""ListTransactions (key 66, KIP-664; v1 KIP-994, v2 KIP-1152) on a server no transactional
+producer has used: the list is empty, as a single-node Kafka's is then; the filters are
+handled as Kafka's TransactionStateManager.listTransactionStates handles them (listing
+transactions in use: tests/clients/test_transactions.py and tests/unit). A stock admin client
+(kafka-python's list_transactions) over TCP, every version with the raw client, and no
+refusal with ACLs."""
 
 from __future__ import annotations
 

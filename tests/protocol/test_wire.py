@@ -53,7 +53,14 @@ from kafka.protocol.consumer import (
     SyncGroupRequest,
 )
 from kafka.protocol.metadata import ApiVersionsRequest, FindCoordinatorRequest, MetadataRequest
-from kafka.protocol.producer import InitProducerIdRequest, ProduceRequest
+from kafka.protocol.producer import (
+    AddOffsetsToTxnRequest,
+    AddPartitionsToTxnRequest,
+    EndTxnRequest,
+    InitProducerIdRequest,
+    ProduceRequest,
+    TxnOffsetCommitRequest,
+)
 from kafka.record.default_records import DefaultRecordBatchBuilder
 from minicoord.clients.connection import ConnectionClosed, ProtocolClient
 from minicoord.protocol.apis import SPECS
@@ -305,6 +312,8 @@ def _sample(key: int, version: int, topic_id: uuid.UUID) -> tuple[Any, Any]:
             producer_epoch=-1,
         )
         return req, lambda r: r.error_code == 0 and r.producer_id >= 0 and r.producer_epoch == 0
+    if key in (24, 25, 26, 28):
+        return _transaction_sample(key, version, group)
     if key == 61:
         asked = DescribeProducersRequest.TopicRequest(name=TOPIC, partition_indexes=[4])
         req = DescribeProducersRequest(version=version, topics=[asked])
@@ -319,7 +328,7 @@ def _sample(key: int, version: int, topic_id: uuid.UUID) -> tuple[Any, Any]:
             ),
         )
     if key == 65:
-        # minicoord serves no transactions: every id is unknown to its coordinator.
+        # No producer used this id: unknown to the coordinator.
         req = DescribeTransactionsRequest(version=version, transactional_ids=[group])
         return (
             req,
@@ -329,7 +338,7 @@ def _sample(key: int, version: int, topic_id: uuid.UUID) -> tuple[Any, Any]:
             ),
         )
     if key == 66:
-        # minicoord serves no transactions: the list is empty, an unknown state named back.
+        # No transactional producer ran here: the list is empty, an unknown state named back.
         req = ListTransactionsRequest(
             version=version,
             state_filters=["Ongoing", "ongoing"],
@@ -617,6 +626,69 @@ CASES = [
     for h in HandlerRegistry.default()
     for v in range(h.min_version, h.max_version + 1)
 ]
+
+
+def _transaction_sample(key: int, version: int, tid: str) -> tuple[Any, Any]:
+    """A transaction request for an id no InitProducerId made: the coordinator knows no such
+    producer (INVALID_PRODUCER_ID_MAPPING), as Kafka's answers an unknown transactional id."""
+    mapping = ErrorCode.INVALID_PRODUCER_ID_MAPPING
+    if key == 24:
+        topic = AddPartitionsToTxnRequest.AddPartitionsToTxnTopic(name=TOPIC, partitions=[1])
+        req = AddPartitionsToTxnRequest(
+            version=version,
+            v3_and_below_transactional_id=tid,
+            v3_and_below_producer_id=5,
+            v3_and_below_producer_epoch=0,
+            v3_and_below_topics=[topic],
+        )
+        return (
+            req,
+            lambda r: (
+                [
+                    (
+                        t.name,
+                        [
+                            (p.partition_index, p.partition_error_code)
+                            for p in t.results_by_partition
+                        ],
+                    )
+                    for t in r.results_by_topic_v3_and_below
+                ]
+                == [(TOPIC, [(1, mapping)])]
+            ),
+        )
+    if key == 25:
+        req = AddOffsetsToTxnRequest(
+            version=version, transactional_id=tid, producer_id=5, producer_epoch=0, group_id=tid
+        )
+        return req, lambda r: r.error_code == mapping
+    if key == 26:
+        req = EndTxnRequest(
+            version=version, transactional_id=tid, producer_id=5, producer_epoch=0, committed=True
+        )
+        return req, lambda r: r.error_code == mapping
+    part = TxnOffsetCommitRequest.TxnOffsetCommitRequestTopic.TxnOffsetCommitRequestPartition(
+        partition_index=2, committed_offset=9, committed_leader_epoch=-1, committed_metadata=""
+    )
+    topics = [TxnOffsetCommitRequest.TxnOffsetCommitRequestTopic(name=TOPIC, partitions=[part])]
+    req = TxnOffsetCommitRequest(
+        version=version,
+        transactional_id=tid,
+        group_id=tid,
+        producer_id=5,
+        producer_epoch=0,
+        generation_id=-1,
+        member_id="",
+        group_instance_id=None,
+        topics=topics,
+    )
+    return (
+        req,
+        lambda r: (
+            [(p.partition_index, p.error_code) for t in r.topics for p in t.partitions]
+            == [(2, mapping)]
+        ),
+    )
 
 
 @pytest.mark.parametrize(("key", "version"), CASES, ids=[f"{SPECS[k].name}-v{v}" for k, v in CASES])

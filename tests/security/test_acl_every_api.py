@@ -49,6 +49,11 @@ EXPECTED: dict[int, ErrorCode | None] = {
     61: TOPIC_DENIED,  # DescribeProducers: Read on the topic
     65: ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,  # Describe on the transactional id
     66: None,  # ListTransactions: filtered by Describe on each id, not refused
+    # The transaction APIs: Write on the transactional id, before anything else.
+    24: ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
+    25: ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
+    26: ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
+    28: ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
     23: TOPIC_DENIED,
     20: TOPIC_DENIED,
     37: TOPIC_DENIED,
@@ -97,7 +102,8 @@ def test_every_served_api_has_its_refusal_written_down() -> None:
 
 
 def error_codes(obj: Any) -> set[int]:
-    """Every error_code in a response, however deep."""
+    """Every error code in a response, however deep (AddPartitionsToTxn names its
+    partitions' `partition_error_code`)."""
     found: set[int] = set()
     if isinstance(obj, (list, tuple)):
         for item in obj:
@@ -109,7 +115,7 @@ def error_codes(obj: Any) -> set[int]:
         names = list(vars(obj))
     for name in names:
         value = getattr(obj, name, None)
-        if name == "error_code" and isinstance(value, int):
+        if name in ("error_code", "partition_error_code") and isinstance(value, int):
             found.add(value)
         elif isinstance(value, (list, tuple)) or hasattr(value, "__dict__"):
             found |= error_codes(value)

@@ -1,41 +1,43 @@
-// A transactional producer against a server that serves no transactions, driven by
-// tests/matrix: how long the client takes to give up, and what it says.
+// A transactional producer of each Node client, driven by tests/matrix: one transaction
+// committed (3 records), one aborted (2 records), on the given topic's partition 0.
 //
-// Usage: node transactions.mjs kafkajs|platformatic BOOTSTRAP
-// stdout: one JSON line {"failed": bool, "ms": N, "message": "..."}. It exits by itself
-// (status 1) after 30 s.
+// Usage: node transactions.mjs kafkajs|platformatic BOOTSTRAP TOPIC TRANSACTIONAL_ID
+// stdout: one JSON line {"ok": true} or {"ok": false, "error": "..."}. It exits by itself
+// (status 1) after 45 s.
 
 import kafkajs from 'kafkajs'
 import { Producer, stringSerializers } from '@platformatic/kafka'
 
-const [client, bootstrap] = process.argv.slice(2)
-setTimeout(() => { console.log(JSON.stringify({ error: 'lifetime over' })); process.exit(1) }, 30000).unref()
-const started = Date.now()
-const report = (failed, message) => {
-  console.log(JSON.stringify({ failed, ms: Date.now() - started, message: String(message) }))
-}
-if (client === 'kafkajs') {
-  const kafka = new kafkajs.Kafka({ clientId: 'txn', brokers: [bootstrap], logLevel: kafkajs.logLevel.NOTHING })
-  const producer = kafka.producer({ transactionalId: 'tx-1', idempotent: true, maxInFlightRequests: 1 })
-  try {
+const [client, bootstrap, topic, transactionalId] = process.argv.slice(2)
+setTimeout(() => { console.log(JSON.stringify({ ok: false, error: 'lifetime over' })); process.exit(1) }, 45000).unref()
+const records = (prefix, n) => Array.from({ length: n }, (_, i) => ({ value: `${prefix}${i}` }))
+
+try {
+  if (client === 'kafkajs') {
+    const kafka = new kafkajs.Kafka({ clientId: 'txn', brokers: [bootstrap], logLevel: kafkajs.logLevel.NOTHING })
+    const producer = kafka.producer({ transactionalId, idempotent: true, maxInFlightRequests: 1 })
     await producer.connect()
-    await producer.transaction()
-    report(false, 'a transaction began')
-  } catch (e) {
-    report(true, `${e.name} ${e.type ?? ''} ${e.message}`)
+    let txn = await producer.transaction()
+    await txn.send({ topic, messages: records('committed-', 3).map(m => ({ ...m, partition: 0 })) })
+    await txn.commit()
+    txn = await producer.transaction()
+    await txn.send({ topic, messages: records('aborted-', 2).map(m => ({ ...m, partition: 0 })) })
+    await txn.abort()
+    await producer.disconnect()
+  } else {
+    const producer = new Producer({
+      clientId: 'txn', bootstrapBrokers: [bootstrap], serializers: stringSerializers, idempotent: true, transactionalId
+    })
+    let txn = await producer.beginTransaction()
+    await txn.send({ messages: records('committed-', 3).map(m => ({ ...m, topic, partition: 0 })) })
+    await txn.commit()
+    txn = await producer.beginTransaction()
+    await txn.send({ messages: records('aborted-', 2).map(m => ({ ...m, topic, partition: 0 })) })
+    await txn.abort()
+    await producer.close()
   }
-  await producer.disconnect().catch(() => {})
-} else {
-  const producer = new Producer({
-    clientId: 'txn', bootstrapBrokers: [bootstrap], serializers: stringSerializers, idempotent: true, transactionalId: 'tx-2'
-  })
-  try {
-    await producer.beginTransaction()
-    report(false, 'a transaction began')
-  } catch (e) {
-    const coordinator = e.response?.coordinators?.[0]
-    report(true, `${e.code ?? ''} ${e.message}: ${coordinator?.errorCode} ${coordinator?.errorMessage}`)
-  }
-  await producer.close().catch(() => {})
+  console.log(JSON.stringify({ ok: true }))
+} catch (e) {
+  console.log(JSON.stringify({ ok: false, error: `${e.name} ${e.code ?? e.type ?? ''} ${e.message}` }))
 }
 process.exit(0)

@@ -1,0 +1,154 @@
+"""Compaction of a topic written by transactions, as Kafka's cleaner treats it: the records of
+an aborted transaction are dropped and never supersede a committed record of their key, no
+record at or past the last stable offset is cleaned while its transaction is open, and the
+markers stay. Online (the server's cleaner) and offline (`minicoord log compact`)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient, NewTopic
+from minicoord.testing.embedded import EmbeddedServer, running
+
+TOPIC = "compacted-txn"
+CALL_S = 15
+COMPACTED = {"cleanup.policy": "compact", "segment.ms": "100", "min.cleanable.dirty.ratio": "0.01"}
+
+
+def read(bootstrap: str, isolation: str) -> list[tuple[bytes, bytes]]:
+    """(key, value) of every record of the partition, to its end as `isolation` sees it."""
+    consumer = Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": f"c-{time.monotonic_ns()}",
+            "isolation.level": isolation,
+            "enable.partition.eof": True,
+        }
+    )
+    consumer.assign([TopicPartition(TOPIC, 0, 0)])
+    out = []
+    deadline = time.monotonic() + CALL_S
+    for _ in range(500):
+        assert time.monotonic() < deadline, f"no end of partition, read {out}"
+        message = consumer.poll(0.2)
+        if message is None:
+            continue
+        if message.error() is not None:
+            assert message.error().code() == KafkaError._PARTITION_EOF, message.error()
+            break
+        out.append((message.key(), message.value()))
+    consumer.close()
+    return out
+
+
+class Writer:
+    """Records 200 ms apart by their own timestamps: with segment.ms=100 each batch after the
+    first rolls the segment (as test_compaction_configs writes them). They start ahead of the
+    clock, so that a marker (stamped with the broker's time, as Kafka stamps it) is followed
+    by a roll as well."""
+
+    def __init__(self, server: EmbeddedServer) -> None:
+        self.bootstrap = server.bootstrap
+        self.at = int(time.time() * 1000) + 60_000
+        self.txn = Producer({"bootstrap.servers": self.bootstrap, "transactional.id": "compact"})
+        self.txn.init_transactions(CALL_S)
+        self.plain = Producer({"bootstrap.servers": self.bootstrap})
+
+    def _ts(self) -> int:
+        self.at += 200
+        return self.at
+
+    def transaction(self, key: bytes, value: bytes, commit: bool | None) -> None:
+        """One record in a transaction, committed, aborted, or (None) left open."""
+        self.txn.begin_transaction()
+        self.txn.produce(TOPIC, key=key, value=value, partition=0, timestamp=self._ts())
+        self.txn.flush(CALL_S)
+        if commit is True:
+            self.txn.commit_transaction(CALL_S)
+        elif commit is False:
+            self.txn.abort_transaction(CALL_S)
+
+    def fillers(self, n: int, key: bytes = b"filler") -> None:
+        for i in range(n):
+            self.plain.produce(TOPIC, key=key, value=str(i).encode(), partition=0,
+                               timestamp=self._ts())  # fmt: skip
+            self.plain.flush(CALL_S)
+
+
+def wait_for(check: object, what: str) -> None:
+    deadline = time.monotonic() + CALL_S
+    for _ in range(100):
+        if check():  # type: ignore[operator]
+            return
+        assert time.monotonic() < deadline, what
+        time.sleep(0.2)
+
+
+def _create(server: EmbeddedServer) -> None:
+    admin = AdminClient({"bootstrap.servers": server.bootstrap})
+    admin.create_topics([NewTopic(TOPIC, 1, config=COMPACTED)])[TOPIC].result(CALL_S)
+
+
+def test_the_cleaner_drops_aborted_records_and_stops_at_the_open_transaction() -> None:
+    with running({"log.cleaner.backoff.ms": 50}) as server:
+        _create(server)
+        writer = Writer(server)
+        writer.transaction(b"k", b"good", commit=True)
+        writer.transaction(b"k", b"bad", commit=False)
+        writer.fillers(3)
+        bootstrap = server.bootstrap
+
+        # The aborted record goes in cleaning; the committed one it came after stays.
+        wait_for(
+            lambda: (b"k", b"bad") not in read(bootstrap, "read_uncommitted"),
+            "the aborted record was never cleaned away",
+        )
+        assert (b"k", b"good") in read(bootstrap, "read_committed")
+
+        # A transaction left open, its record in a closed segment: the cleaner cleans what
+        # lies before it and nothing from it on.
+        writer.fillers(3, b"before")
+        writer.transaction(b"k", b"pending", commit=None)
+        writer.fillers(3, b"after")
+        wait_for(
+            lambda: [v for k, v in read(bootstrap, "read_uncommitted") if k == b"before"] == [b"2"],
+            "the records before the open transaction were never compacted",
+        )
+        time.sleep(0.5)  # more cleaner rounds (50 ms apart)
+        records = read(bootstrap, "read_uncommitted")
+        assert (b"k", b"pending") in records
+        assert [v for k, v in records if k == b"after"] == [b"0", b"1", b"2"], records
+        assert (b"k", b"good") in read(bootstrap, "read_committed")
+
+        writer.txn.abort_transaction(CALL_S)
+        writer.fillers(3)
+        wait_for(
+            lambda: (b"k", b"pending") not in read(bootstrap, "read_uncommitted"),
+            "the aborted record was never cleaned away",
+        )
+        committed = read(bootstrap, "read_committed")
+        assert [v for k, v in committed if k == b"k"] == [b"good"], committed
+
+
+def test_offline_compaction_drops_aborted_records_too(tmp_path: Path) -> None:
+    with running(data_dir=tmp_path) as server:
+        _create(server)
+        writer = Writer(server)
+        writer.transaction(b"k", b"good", commit=True)
+        writer.transaction(b"k", b"bad", commit=False)
+        writer.fillers(2)
+    compacted = subprocess.run(
+        [sys.executable, "-m", "minicoord.server.cli", "log", "compact", str(tmp_path)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert compacted.returncode == 0, compacted.stderr
+    with running(data_dir=tmp_path) as server:
+        records = read(server.bootstrap, "read_uncommitted")
+        assert [v for k, v in records if k == b"k"] == [b"good"], records
+        assert [v for k, v in read(server.bootstrap, "read_committed") if k == b"k"] == [b"good"]

@@ -1,0 +1,162 @@
+"""The transaction coordinator's rules, fed requests and time directly (no sockets, no sleeps):
+Kafka's TransactionCoordinator for transaction version 1 — ids and epochs, fencing, the
+states a transaction passes through, what EndTxn answers in each, and timeouts."""
+
+from __future__ import annotations
+
+import itertools
+
+import pytest
+from minicoord.protocol.errors import ErrorCode
+from minicoord.server.transactions.coordinator import (
+    COMPLETE_ABORT,
+    COMPLETE_COMMIT,
+    EMPTY,
+    MAX_EPOCH,
+    ONGOING,
+    Ended,
+    TransactionCoordinator,
+)
+
+MAX_TIMEOUT = 900_000
+TP = ("orders", 0)
+
+
+@pytest.fixture
+def coordinator() -> TransactionCoordinator:
+    ids = itertools.count(1000)
+    return TransactionCoordinator(MAX_TIMEOUT, lambda: next(ids))
+
+
+def init(
+    c: TransactionCoordinator, tid: str = "t", now: int = 0, timeout: int = 60_000
+) -> tuple[int, int]:
+    outcome = c.init_producer_id(tid, timeout, -1, -1, now)
+    assert outcome.error is ErrorCode.NONE, outcome
+    return outcome.producer_id, outcome.epoch
+
+
+def test_a_new_id_gets_a_producer_id_at_epoch_0_and_each_init_bumps_it(
+    coordinator: TransactionCoordinator,
+) -> None:
+    assert init(coordinator) == (1000, 0)
+    assert init(coordinator) == (1000, 1)
+    assert init(coordinator, "other") == (1001, 0)
+    assert coordinator.get("t").state == EMPTY
+
+
+@pytest.mark.parametrize("timeout", [0, -1, MAX_TIMEOUT + 1])
+def test_a_timeout_outside_the_maximum_is_refused(
+    coordinator: TransactionCoordinator, timeout: int
+) -> None:
+    outcome = coordinator.init_producer_id("t", timeout, -1, -1, 0)
+    assert outcome.error is ErrorCode.INVALID_TRANSACTION_TIMEOUT
+    assert coordinator.get("t") is None
+
+
+def test_add_then_commit_names_the_partitions_and_groups(
+    coordinator: TransactionCoordinator,
+) -> None:
+    pid, epoch = init(coordinator)
+    assert coordinator.add_partitions("t", pid, epoch, [TP], 10) is ErrorCode.NONE
+    assert coordinator.add_partitions("t", pid, epoch, [], 11, ("g",)) is ErrorCode.NONE
+    txn = coordinator.get("t")
+    assert (txn.state, txn.start_ms) == (ONGOING, 10)
+    assert coordinator.verify("t", pid, epoch, TP) is None
+    assert coordinator.in_transaction("t", pid, epoch, "g") is ErrorCode.NONE
+    error, ended = coordinator.end_txn("t", pid, epoch, True, 20)
+    assert error is ErrorCode.NONE
+    assert ended == Ended("t", pid, epoch, True, (TP,), ("g",))
+    assert txn.state == COMPLETE_COMMIT and not txn.partitions and not txn.groups
+    # A retry of the same EndTxn is answered NONE and ends nothing again.
+    assert coordinator.end_txn("t", pid, epoch, True, 21) == (ErrorCode.NONE, None)
+    # The other outcome, or ending with nothing open, is INVALID_TXN_STATE.
+    assert coordinator.end_txn("t", pid, epoch, False, 22) == (ErrorCode.INVALID_TXN_STATE, None)
+
+
+def test_end_with_nothing_added_is_invalid(coordinator: TransactionCoordinator) -> None:
+    pid, epoch = init(coordinator)
+    assert coordinator.end_txn("t", pid, epoch, True, 1) == (ErrorCode.INVALID_TXN_STATE, None)
+    assert coordinator.end_txn("t", pid, epoch, False, 1) == (ErrorCode.INVALID_TXN_STATE, None)
+
+
+def test_unknown_ids_wrong_producers_and_old_epochs(coordinator: TransactionCoordinator) -> None:
+    pid, epoch = init(coordinator)
+    mapping = ErrorCode.INVALID_PRODUCER_ID_MAPPING
+    assert coordinator.add_partitions("nope", pid, epoch, [TP], 0) is mapping
+    assert coordinator.add_partitions("t", pid + 1, epoch, [TP], 0) is mapping
+    assert coordinator.end_txn("t", pid + 1, epoch, True, 0) == (mapping, None)
+    init(coordinator)  # epoch 1 fences epoch 0
+    assert coordinator.add_partitions("t", pid, epoch, [TP], 0) is ErrorCode.PRODUCER_FENCED
+    assert coordinator.end_txn("t", pid, epoch, True, 0) == (ErrorCode.PRODUCER_FENCED, None)
+
+
+def test_produce_verification(coordinator: TransactionCoordinator) -> None:
+    pid, epoch = init(coordinator)
+    # Not added yet (or no transaction open): INVALID_TXN_STATE, as Kafka's verification.
+    assert coordinator.verify("t", pid, epoch, TP)[0] is ErrorCode.INVALID_TXN_STATE
+    coordinator.add_partitions("t", pid, epoch, [TP], 0)
+    assert coordinator.verify("t", pid, epoch, ("orders", 1))[0] is ErrorCode.INVALID_TXN_STATE
+    assert coordinator.verify("other", pid, epoch, TP)[0] is ErrorCode.INVALID_TXN_STATE
+    assert coordinator.verify(None, pid, epoch, TP)[0] is ErrorCode.INVALID_TXN_STATE
+    new_pid, new_epoch = init(coordinator)
+    assert (new_pid, new_epoch) == (pid, epoch + 1)
+    # A fenced producer's batch: INVALID_PRODUCER_EPOCH.
+    assert coordinator.verify("t", pid, epoch, TP)[0] is ErrorCode.INVALID_PRODUCER_EPOCH
+
+
+def test_a_new_producer_aborts_the_open_transaction_under_its_epoch(
+    coordinator: TransactionCoordinator,
+) -> None:
+    pid, epoch = init(coordinator)
+    coordinator.add_partitions("t", pid, epoch, [TP], 0)
+    outcome = coordinator.init_producer_id("t", 60_000, -1, -1, 5)
+    assert (outcome.error, outcome.producer_id, outcome.epoch) == (ErrorCode.NONE, pid, 1)
+    # The abort markers carry the new epoch, so the partitions fence the old producer too.
+    assert outcome.aborted == Ended("t", pid, 1, False, (TP,), ())
+    assert coordinator.get("t").state == COMPLETE_ABORT
+
+
+def test_kip_360_reinit_with_the_current_or_the_previous_epoch(
+    coordinator: TransactionCoordinator,
+) -> None:
+    pid, epoch = init(coordinator)
+    bumped = coordinator.init_producer_id("t", 60_000, pid, epoch, 1)
+    assert (bumped.error, bumped.epoch) == (ErrorCode.NONE, 1)
+    # A retry of that call (its answer lost) names the previous epoch: the same answer again.
+    again = coordinator.init_producer_id("t", 60_000, pid, epoch, 2)
+    assert (again.error, again.producer_id, again.epoch) == (ErrorCode.NONE, pid, 1)
+    stale = coordinator.init_producer_id("t", 60_000, pid, 7, 3)
+    assert stale.error is ErrorCode.PRODUCER_FENCED
+
+
+def test_an_exhausted_epoch_moves_to_a_new_producer_id(coordinator: TransactionCoordinator) -> None:
+    pid, _ = init(coordinator)
+    coordinator.get("t").epoch = MAX_EPOCH
+    new_pid, epoch = init(coordinator)
+    assert (new_pid, epoch) == (pid + 1, 0)
+
+
+def test_timed_out_transactions_are_aborted_and_fenced(coordinator: TransactionCoordinator) -> None:
+    pid, epoch = init(coordinator, timeout=1000)
+    coordinator.add_partitions("t", pid, epoch, [TP], 100)
+    assert coordinator.abort_timed_out(1100) == []  # not past it yet
+    ended = coordinator.abort_timed_out(1101)
+    assert ended == [Ended("t", pid, epoch + 1, False, (TP,), ())]
+    assert coordinator.get("t").state == COMPLETE_ABORT
+    assert coordinator.abort_timed_out(5000) == []
+    # The producer's own EndTxn now finds itself fenced.
+    assert coordinator.end_txn("t", pid, epoch, True, 5001) == (ErrorCode.PRODUCER_FENCED, None)
+
+
+def test_an_unused_id_is_forgotten_after_its_expiration() -> None:
+    ids = itertools.count(1)
+    c = TransactionCoordinator(MAX_TIMEOUT, lambda: next(ids), id_expiration_ms=1000)
+    init(c, "idle", now=0)
+    init(c, "busy", now=0)
+    c.add_partitions("busy", 2, 0, [TP], 500)  # open: never expires while open
+    assert c.expire_ids(999) == 0
+    assert c.expire_ids(1000) == 1
+    assert c.get("idle") is None and c.get("busy") is not None
+    # A new producer of the forgotten id gets a new producer id.
+    assert init(c, "idle", now=2000) == (3, 0)
