@@ -15,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import concurrent.futures
+import functools
 import logging
 import os
 import time
@@ -31,7 +32,6 @@ from minicoord.server.data.plane import DataPlane
 from minicoord.server.handlers import HandlerRegistry
 from minicoord.server.request_log import Refusals, RequestLog
 from minicoord.server.topics import OFFSETS_TOPIC, TopicRegistry
-from minicoord.server.transactions.coordinator import Ended, TransactionCoordinator
 from minicoord.storage.log import FlushPolicy, LogManager
 from minicoord.storage.partition_log import PartitionLog, WriteMark
 
@@ -42,6 +42,7 @@ if TYPE_CHECKING:
     from minicoord.server.metrics import Metrics
     from minicoord.server.security.acls import AclStore
     from minicoord.server.security.sasl import UserStore
+    from minicoord.server.transactions.coordinator import Ended, TransactionCoordinator
 
 log = logging.getLogger("minicoord.broker")
 
@@ -81,12 +82,6 @@ class Broker(ClusterMetadata):
         self.topics = TopicRegistry(config)
         self.coordinator = GroupCoordinator(config, timers=self.timers, topics=self.topics)
         self.data = DataPlane(config, self.logs, self.topics, self.timers)
-        self.transactions = TransactionCoordinator(
-            config.transaction_max_timeout_ms,
-            self.allocate_producer_id,
-            config.transactional_id_expiration_ms,
-        )
-        self.data.transactions = self.transactions
         self.handlers = HandlerRegistry.default()
         # `authorizer` is None without authorizer.class.name, which is what handlers test
         # before checking.
@@ -138,12 +133,6 @@ class Broker(ClusterMetadata):
             self.data.expire_producers,
             now,
         )
-        self._every(
-            "transaction-timeouts",
-            config.transaction_abort_timed_out_transaction_cleanup_interval_ms,
-            self.abort_timed_out_transactions,
-            now,
-        )
         self._arm_timer()
 
     # -- producers and transactions ----------------------------------------------------------
@@ -156,6 +145,28 @@ class Broker(ClusterMetadata):
             ids.claim_block()
             self.persist_metadata([ids.block_record(self.config.broker_id)])
         return ids.allocate()
+
+    @functools.cached_property
+    def transactions(self) -> TransactionCoordinator:
+        """The transaction coordinator, made (with its timeout checks) by the first request
+        for a transactional id: a server no transactional producer uses loads none of it."""
+        from minicoord.server.transactions.coordinator import TransactionCoordinator
+
+        config = self.config
+        coordinator = TransactionCoordinator(
+            config.transaction_max_timeout_ms,
+            self.allocate_producer_id,
+            config.transactional_id_expiration_ms,
+        )
+        self.data.transactions = coordinator
+        self._every(
+            "transaction-timeouts",
+            config.transaction_abort_timed_out_transaction_cleanup_interval_ms,
+            self.abort_timed_out_transactions,
+            self.now(),
+        )
+        self._arm_timer()
+        return coordinator
 
     def finish_transaction(self, ended: Ended, now: int) -> Result[None]:
         """Write a transaction's markers and settle its offsets (commit or drop them); a

@@ -17,7 +17,6 @@ from bisect import bisect_left
 from typing import TYPE_CHECKING
 
 from minicoord.storage.batch import CONTROL, TRANSACTIONAL, BatchInfo
-from minicoord.storage.control_batch import COMMIT, marker_type
 
 if TYPE_CHECKING:
     from minicoord.storage.partition_log import PartitionLog
@@ -93,6 +92,8 @@ class PartitionTxns:
         """`resolve` with the markers' types read from the opened log."""
         markers = self.markers_to_resolve()
         if markers:
+            from minicoord.storage.control_batch import COMMIT, marker_type
+
             self.resolve(
                 {offset: marker_type(plog.read(offset, 1)) == COMMIT for offset, _ in markers}
             )

@@ -32,7 +32,6 @@ from minicoord.server.coordinator.results import (
     Ticket,
 )
 from minicoord.server.coordinator.timers import TimerQueue
-from minicoord.server.coordinator.txn_offsets import PendingTxnOffsets
 from minicoord.server.group_configs import GroupConfigs
 from minicoord.server.topics import TopicRegistry
 
@@ -42,6 +41,7 @@ if TYPE_CHECKING:
     from minicoord.server.coordinator.consumer.mixed import MixedGroups
     from minicoord.server.coordinator.consumer.requests import HeartbeatOutcome, HeartbeatRequest
     from minicoord.server.coordinator.consumer.targets import TopicsView
+    from minicoord.server.coordinator.txn_offsets import PendingTxnOffsets
 
 log = logging.getLogger("minicoord.coordinator")
 
@@ -63,7 +63,8 @@ class GroupCoordinator(GroupAdmin):
         self.topics: TopicsView = topics if topics is not None else TopicRegistry(config)
         self.groups = GroupManager(config, self.timers, self.partition_for, new_member_id)
         self.offsets = OffsetsManager()
-        self.txn_offsets = PendingTxnOffsets()
+        # Offsets of open transactions (TxnOffsetCommit): made by the first one.
+        self.txn_offsets: PendingTxnOffsets | None = None
         # Only partitions that are not ACTIVE are listed, so the common case costs one
         # empty-dict test per request.
         self.partition_status: dict[int, PartitionStatus] = {}
@@ -119,6 +120,14 @@ class GroupCoordinator(GroupAdmin):
         from minicoord.server.coordinator.consumer.mixed import MixedGroups
 
         return MixedGroups(self.groups, self.consumers)
+
+    def pending_txn_offsets(self) -> PendingTxnOffsets:
+        """The offsets of open transactions, made with the first TxnOffsetCommit."""
+        if self.txn_offsets is None:
+            from minicoord.server.coordinator.txn_offsets import PendingTxnOffsets
+
+            self.txn_offsets = PendingTxnOffsets()
+        return self.txn_offsets
 
     def partition_for(self, group_id: str) -> int:
         # The Java hash walks the id in Python on every commit; remember it per group.

@@ -27,7 +27,6 @@ from minicoord.server.topics import LEADER_EPOCH, OFFSETS_TOPIC, Topic, TopicReg
 from minicoord.storage import producer_snapshots
 from minicoord.storage.batch import TRANSACTIONAL, batch_info
 from minicoord.storage.checkpoints import write_partition_metadata
-from minicoord.storage.control_batch import encode_marker
 from minicoord.storage.log import LogManager
 from minicoord.storage.partition_log import PartitionLog, WriteMark
 from minicoord.storage.txn_index import PartitionTxns
@@ -120,7 +119,8 @@ class DataPlane:
         self.producer_ids = ProducerIds()
         # Retried idempotent batches answered from the producer state (metrics, tests).
         self.duplicates = 0
-        # Verifies transactional batches against their transactions (set by the broker).
+        # Verifies transactional batches against their transactions: set by the broker when
+        # the first transactional id comes (until then none is open anywhere).
         self.transactions: TransactionCoordinator | None = None
         self.fetch_waits = FetchWaits(timers, self)
 
@@ -244,9 +244,13 @@ class DataPlane:
         if info.attributes & TRANSACTIONAL:
             # As Kafka verifies (KIP-890): the batch belongs to its producer's open
             # transaction, and the transaction holds this partition.
-            assert self.transactions is not None
-            refusal = self.transactions.verify(
-                transactional_id, info.producer_id, info.producer_epoch, (topic.name, index)
+            coordinator = self.transactions
+            refusal = (
+                coordinator.verify(
+                    transactional_id, info.producer_id, info.producer_epoch, (topic.name, index)
+                )
+                if coordinator is not None
+                else (ErrorCode.INVALID_TXN_STATE, "Partition was not added to the transaction")
             )
             if refusal is not None:
                 return AppendOutcome(
@@ -282,6 +286,8 @@ class DataPlane:
     ) -> int:
         """End the producer's transaction in this partition (Kafka's WriteTxnMarkers, as the
         coordinator of a single node writes it); returns the marker's offset."""
+        from minicoord.storage.control_batch import encode_marker
+
         plog = state.log
         batch = encode_marker(plog.next_offset, producer_id, epoch, commit, 0, now)
         base = plog.reserve(batch, batch_info(batch))

@@ -79,10 +79,12 @@ def _fetch(
             return error, {}
         # v1 has no group-level error field: each partition asked for carries it.
         found = [(tp, None) for tp in wanted or ()]
-    pending = ctx.broker.coordinator.txn_offsets
-    unstable = require_stable and group_id in pending.pending
+    # Offsets of open transactions, when the request asks for stable ones only.
+    pending = ctx.broker.coordinator.txn_offsets if require_stable else None
+    if pending is not None and group_id not in pending.pending:
+        pending = None
     for (topic, index), committed in found:
-        if unstable and pending.unstable(group_id, (topic, index)):
+        if pending is not None and pending.unstable(group_id, (topic, index)):
             # An open transaction holds an offset of it (Kafka: offset -1 and this error).
             by_topic.setdefault(topic, []).append((index, None, ErrorCode.UNSTABLE_OFFSET_COMMIT))
             continue

@@ -108,7 +108,7 @@ def handle(ctx: RequestContext, request: Any) -> Any:
             errors[key] = ErrorCode.OFFSET_METADATA_TOO_LARGE
             continue
         epoch = p.committed_leader_epoch if version >= 2 else -1
-        coordinator.txn_offsets.add(
+        coordinator.pending_txn_offsets().add(
             group,
             request.producer_id,
             key,

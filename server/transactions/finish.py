@@ -35,8 +35,9 @@ def finish(broker: Broker, ended: Ended, now: int) -> Result[None]:
             continue
         data.write_marker(state, ended.producer_id, ended.epoch, ended.commit, now)
     coordinator = broker.coordinator
-    for group in ended.groups:
-        coordinator.txn_offsets.complete(
+    pending = coordinator.txn_offsets
+    for group in ended.groups if pending is not None else ():
+        pending.complete(
             fx,
             coordinator.offsets,
             coordinator.partition_for,
