@@ -81,6 +81,7 @@ SOURCES: dict[int, tuple[str, str]] = {
     24: ("AddPartitionsToTxn", "kafka.protocol.producer"),
     25: ("AddOffsetsToTxn", "kafka.protocol.producer"),
     26: ("EndTxn", "kafka.protocol.producer"),
+    27: ("WriteTxnMarkers", "kafka.protocol.producer"),
     28: ("TxnOffsetCommit", "kafka.protocol.producer"),
     61: ("DescribeProducers", "kafka.protocol.admin"),
     65: ("DescribeTransactions", "kafka.protocol.admin"),

@@ -30,6 +30,7 @@ APIS: dict[int, tuple[str, int, int]] = {
     24: ("add_partitions_to_txn", 0, 3),
     25: ("add_offsets_to_txn", 0, 4),
     26: ("end_txn", 0, 4),
+    27: ("write_txn_markers", 1, 2),
     28: ("txn_offset_commit", 0, 4),
     61: ("describe_producers", 0, 0),
     65: ("describe_transactions", 0, 0),

@@ -20,6 +20,7 @@ from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
 from aiokafka.structs import TopicPartition as AioTopicPartition
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer
+from kafka.admin import AbortTransactionSpec
 from kafka.protocol.consumer import OffsetFetchRequest
 from kafka.structs import TopicPartition as KpTopicPartition
 from minicoord.clients.connection import ProtocolClient
@@ -392,3 +393,26 @@ def test_offsets_of_an_open_transaction_are_unstable_until_it_commits(
     producer.commit_transaction(CALL_S)
     assert asyncio.run(fetch(True)) == [(0, -1, 0), (1, 33, 0)]
     group.close()
+
+
+def test_an_admin_aborts_a_hanging_transaction(server: EmbeddedServer) -> None:
+    # KIP-664's tooling: find the open transaction's producer on the partition
+    # (DescribeProducers), abort it there (WriteTxnMarkers); read_committed readers go on.
+    producer = confluent_producer(server.bootstrap, "hanging")
+    producer.begin_transaction()
+    producer.produce(TOPIC, value=b"hung", partition=2)
+    producer.flush(CALL_S)
+    admin = KafkaAdminClient(bootstrap_servers=server.bootstrap, client_id="txn-abort")
+    try:
+        tp = KpTopicPartition(TOPIC, 2)
+        (state,) = admin.describe_producers([tp])[tp].active_producers
+        assert state.current_transaction_start_offset == 0, state
+        admin.abort_transaction(
+            AbortTransactionSpec(tp, state.producer_id, state.producer_epoch, -1)
+        )
+        (after,) = admin.describe_producers([tp])[tp].active_producers
+        assert after.current_transaction_start_offset == -1, after
+    finally:
+        admin.close()
+    assert confluent_read(server.bootstrap, "read_committed", 0, quiet_s=0.5) == []
+    assert confluent_read(server.bootstrap, "read_uncommitted", 1) == ["hung"]

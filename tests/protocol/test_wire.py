@@ -60,6 +60,7 @@ from kafka.protocol.producer import (
     InitProducerIdRequest,
     ProduceRequest,
     TxnOffsetCommitRequest,
+    WriteTxnMarkersRequest,
 )
 from kafka.record.default_records import DefaultRecordBatchBuilder
 from minicoord.clients.connection import ConnectionClosed, ProtocolClient
@@ -312,6 +313,33 @@ def _sample(key: int, version: int, topic_id: uuid.UUID) -> tuple[Any, Any]:
             producer_epoch=-1,
         )
         return req, lambda r: r.error_code == 0 and r.producer_id >= 0 and r.producer_epoch == 0
+    if key == 27:
+        # An admin's abort of a producer this partition never saw: the marker is written.
+        marker = WriteTxnMarkersRequest.WritableTxnMarker(
+            producer_id=4242,
+            producer_epoch=0,
+            transaction_result=False,
+            topics=[
+                WriteTxnMarkersRequest.WritableTxnMarker.WritableTxnMarkerTopic(
+                    name=TOPIC, partition_indexes=[3]
+                )
+            ],
+            coordinator_epoch=-1,
+            transaction_version=0,
+        )
+        req = WriteTxnMarkersRequest(version=version, markers=[marker])
+        return (
+            req,
+            lambda r: (
+                [
+                    (m.producer_id, t.name, p.partition_index, p.error_code)
+                    for m in r.markers
+                    for t in m.topics
+                    for p in t.partitions
+                ]
+                == [(4242, TOPIC, 3, 0)]
+            ),
+        )
     if key in (24, 25, 26, 28):
         return _transaction_sample(key, version, group)
     if key == 61:
