@@ -29,10 +29,6 @@ PREPARE_COMMIT = "PrepareCommit"
 PREPARE_ABORT = "PrepareAbort"
 COMPLETE_COMMIT = "CompleteCommit"
 COMPLETE_ABORT = "CompleteAbort"
-STATES = frozenset(
-    (EMPTY, ONGOING, PREPARE_COMMIT, PREPARE_ABORT, COMPLETE_COMMIT, COMPLETE_ABORT, "Dead",
-     "PrepareEpochFence")
-)  # fmt: skip
 
 # An epoch is an int16; past this one the coordinator moves the id to a new producer id.
 MAX_EPOCH = 32766
@@ -114,14 +110,16 @@ class TransactionCoordinator:
                 return InitOutcome(ErrorCode.PRODUCER_FENCED)
         aborted = None
         txn.last_producer_id, txn.last_epoch = txn.producer_id, txn.epoch
+        if txn.state == ONGOING:
+            # The open transaction of the producer being fenced is aborted under a bumped
+            # epoch (Kafka's PrepareEpochFence, then PrepareAbort), its markers under the
+            # producer id its batches carry.
+            self._fence(txn)
+            aborted = self._end(txn, False, now)
         if txn.epoch >= MAX_EPOCH:
             txn.producer_id, txn.epoch = self.new_producer_id(), 0
-        else:
+        elif aborted is None:
             txn.epoch += 1
-        if txn.state == ONGOING:
-            # The open transaction of the producer being fenced is aborted under the new
-            # epoch (Kafka's PrepareEpochFence, then PrepareAbort).
-            aborted = self._end(txn, False, now)
         txn.timeout_ms = timeout_ms
         txn.state = EMPTY if aborted is None else COMPLETE_ABORT
         txn.update_ms = now
@@ -229,12 +227,17 @@ class TransactionCoordinator:
         for txn in self.txns.values():
             if txn.state == ONGOING and now - txn.start_ms > txn.timeout_ms:
                 txn.last_producer_id, txn.last_epoch = -1, -1
-                if txn.epoch >= MAX_EPOCH:
-                    txn.producer_id, txn.epoch = self.new_producer_id(), 0
-                else:
-                    txn.epoch += 1
+                self._fence(txn)
                 out.append(self._end(txn, False, now))
         return out
+
+    @staticmethod
+    def _fence(txn: Txn) -> None:
+        """The epoch an abort by the coordinator writes its markers under, so the partitions
+        refuse the producer's older one (at the last epoch, that one: the next InitProducerId
+        moves the id to a new producer id)."""
+        if txn.epoch < MAX_EPOCH:
+            txn.epoch += 1
 
     def expire_ids(self, now: int) -> int:
         """Forget the ids with no transaction open that were last used
@@ -252,9 +255,3 @@ class TransactionCoordinator:
 
     def get(self, tid: str) -> Txn | None:
         return self.txns.get(tid)
-
-    def open_for(self, producer_id: int) -> Txn | None:
-        for txn in self.txns.values():
-            if txn.producer_id == producer_id and txn.state == ONGOING:
-                return txn
-        return None

@@ -135,6 +135,13 @@ def test_an_exhausted_epoch_moves_to_a_new_producer_id(coordinator: TransactionC
     coordinator.get("t").epoch = MAX_EPOCH
     new_pid, epoch = init(coordinator)
     assert (new_pid, epoch) == (pid + 1, 0)
+    # With a transaction open, its abort markers still name the producer id its batches
+    # carry; the new producer id comes after.
+    coordinator.add_partitions("t", new_pid, 0, [TP], 1)
+    coordinator.get("t").epoch = MAX_EPOCH - 1
+    outcome = coordinator.init_producer_id("t", 60_000, -1, -1, 2)
+    assert outcome.aborted == Ended("t", new_pid, MAX_EPOCH, False, (TP,), ())
+    assert (outcome.producer_id, outcome.epoch) == (new_pid + 1, 0)
 
 
 def test_timed_out_transactions_are_aborted_and_fenced(coordinator: TransactionCoordinator) -> None:
