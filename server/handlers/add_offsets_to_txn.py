@@ -33,8 +33,6 @@ def handle(ctx: RequestContext, request: Any) -> Any:
             return answer(ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
         if authorize.group_denied(ctx, group):
             return answer(ErrorCode.GROUP_AUTHORIZATION_FAILED)
-    if not group:
-        return answer(ErrorCode.INVALID_GROUP_ID)
     error = broker.transactions.add_partitions(
         tid, request.producer_id, request.producer_epoch, [], broker.now(), (group,)
     )

@@ -1,11 +1,12 @@
 """AddPartitionsToTxn (key 24), versions 0-3: a producer adds partitions to its transaction.
 
 As Kafka's KafkaApis and TransactionCoordinator answer a client: with ACLs, Write on the
-transactional id (else every partition TRANSACTIONAL_ID_AUTHORIZATION_FAILED) and on each
-topic (TOPIC_AUTHORIZATION_FAILED; the others OPERATION_NOT_ATTEMPTED); unknown partitions
-UNKNOWN_TOPIC_OR_PARTITION, the others OPERATION_NOT_ATTEMPTED; then the coordinator's one
-error for them all. v3 is flexible; v4 and later batch transactions for brokers verifying a
-Produce (KIP-890), which a single node does itself, and are not served.
+transactional id (else every partition TRANSACTIONAL_ID_AUTHORIZATION_FAILED); then each
+partition: TOPIC_AUTHORIZATION_FAILED without Write on its topic or for an internal topic
+(authorizer or not), UNKNOWN_TOPIC_OR_PARTITION for one that does not exist, and if any
+failed, OPERATION_NOT_ATTEMPTED for the rest; else the coordinator's one error for them all.
+v3 is flexible; v4 and later batch transactions for brokers verifying a Produce (KIP-890),
+which a single node does itself, and are not served.
 """
 
 from __future__ import annotations
@@ -48,33 +49,25 @@ def handle(ctx: RequestContext, request: Any) -> Any:
         )
 
     every = [(name, i) for name, indexes in asked for i in indexes]
-    if broker.authorizer is not None:
-        if not authorize.allowed(ctx, authorize.WRITE, authorize.TRANSACTIONAL_ID, tid):
-            return answer(dict.fromkeys(every, ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED))
-        denied = authorize.denied_topics(ctx, authorize.WRITE, (name for name, _ in asked))
-        if denied:
-            return answer(
-                {
-                    tp: ErrorCode.TOPIC_AUTHORIZATION_FAILED
-                    if tp[0] in denied
-                    else ErrorCode.OPERATION_NOT_ATTEMPTED
-                    for tp in every
-                }
-            )
-    unknown = set()
+    if broker.authorizer is not None and not authorize.allowed(
+        ctx, authorize.WRITE, authorize.TRANSACTIONAL_ID, tid
+    ):
+        return answer(dict.fromkeys(every, ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED))
+    denied = (
+        authorize.denied_topics(ctx, authorize.WRITE, (name for name, _ in asked))
+        if broker.authorizer is not None
+        else set()
+    )
+    failed: dict[tuple[str, int], ErrorCode] = {}
     for name, i in every:
         topic = broker.topics.get(name)
-        if topic is None or topic.internal or not 0 <= i < topic.partitions:
-            unknown.add((name, i))
-    if unknown:
-        return answer(
-            {
-                tp: ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
-                if tp in unknown
-                else ErrorCode.OPERATION_NOT_ATTEMPTED
-                for tp in every
-            }
-        )
+        if name in denied or (topic is not None and topic.internal):
+            # Kafka leaves the internal topics out of the authorized ones, authorizer or not.
+            failed[name, i] = ErrorCode.TOPIC_AUTHORIZATION_FAILED
+        elif topic is None or not 0 <= i < topic.partitions:
+            failed[name, i] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+    if failed:
+        return answer({tp: failed.get(tp, ErrorCode.OPERATION_NOT_ATTEMPTED) for tp in every})
     error = broker.transactions.add_partitions(
         tid, request.v3_and_below_producer_id, request.v3_and_below_producer_epoch, every,
         broker.now(),
