@@ -40,6 +40,7 @@ from typing import TYPE_CHECKING, Any
 
 from minicoord.protocol.lean_dataclass import dataclass
 from minicoord.storage.batch import (
+    ATTRIBUTES_AT,
     CONTROL,
     HEADER,
     TRANSACTIONAL,
@@ -253,11 +254,13 @@ class _Transactions:
             self.aborted.setdefault(pid, []).append((first, last))
 
     def kind(self, data: bytes | bytearray | memoryview) -> str | None:
+        # The attributes' low byte first: nearly every batch (all of __consumer_offsets) is
+        # not transactional and costs one byte read.
+        if not data[ATTRIBUTES_AT + 1] & TRANSACTIONAL:
+            return None
         (base, *_, attributes, _last, _first_ts, _max_ts, pid, _epoch, _seq, _count) = (
             HEADER.unpack_from(data, 0)
         )
-        if not attributes & TRANSACTIONAL:
-            return None
         if attributes & CONTROL:
             return _MARKER
         for first, last in self.aborted.get(pid, ()):

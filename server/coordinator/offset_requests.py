@@ -222,9 +222,12 @@ class OffsetRequests:
         group_instance_id: str | None,
     ) -> ErrorCode | None:
         """TxnOffsetCommit's checks of the group (Kafka's validateTransactionalOffsetCommit):
-        OffsetCommit's, a generation or member epoch the group does not have being
-        ILLEGAL_GENERATION."""
-        error = self._commit_refused(now, group_id, generation_id, member_id, group_instance_id, 9)
+        OffsetCommit's, but for what versions without a member (0-2) may commit to a group
+        with members, at any state, and a generation or member epoch the group does not
+        have being ILLEGAL_GENERATION."""
+        error = self._commit_refused(
+            now, group_id, generation_id, member_id, group_instance_id, 9, transactional=True
+        )
         if error in (ErrorCode.STALE_MEMBER_EPOCH, ErrorCode.GROUP_ID_NOT_FOUND):
             return ErrorCode.ILLEGAL_GENERATION
         return error
@@ -237,6 +240,7 @@ class OffsetRequests:
         member_id: str,
         group_instance_id: str | None,
         version: int,
+        transactional: bool = False,
     ) -> ErrorCode | None:
         """Why this member may not commit the group's offsets now, or None."""
         # One lookup for both kinds: classic and consumer groups share the one dict.
@@ -247,8 +251,9 @@ class OffsetRequests:
         if group is not None and type(group) is not Group:  # is_consumer_group, inlined
             return _validate_consumer_commit(group, generation_id, member_id, version)
         return self._validate_commit(
-            now, group, group_id, generation_id, member_id, group_instance_id, version
-        )
+            now, group, group_id, generation_id, member_id, group_instance_id, version,
+            transactional,
+        )  # fmt: skip
 
     def _validate_commit(
         self,
@@ -259,6 +264,7 @@ class OffsetRequests:
         member_id: str,
         group_instance_id: str | None,
         version: int,
+        transactional: bool = False,
     ) -> ErrorCode | None:
         groups = self.groups
         if group is None:
@@ -283,10 +289,11 @@ class OffsetRequests:
                 return error
             if generation_id != group.generation_id:
                 return ErrorCode.ILLEGAL_GENERATION
-        elif group.state is not GroupState.EMPTY:
-            # Group-managed offsets may only be committed by the group's own members.
+        elif group.state is not GroupState.EMPTY and not transactional:
+            # Group-managed offsets may only be committed by the group's own members (but
+            # TxnOffsetCommit v0-2 names no member, and Kafka takes it from anyone).
             return ErrorCode.UNKNOWN_MEMBER_ID
-        if group.state is GroupState.COMPLETING_REBALANCE:
+        if group.state is GroupState.COMPLETING_REBALANCE and not transactional:
             # Partitions are about to be reassigned; the member must rejoin first.
             return ErrorCode.REBALANCE_IN_PROGRESS
         member = group.members.get(member_id)

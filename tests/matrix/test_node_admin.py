@@ -9,8 +9,6 @@ import subprocess
 from typing import Any
 
 import pytest
-from confluent_kafka import Consumer, KafkaError, TopicPartition
-from confluent_kafka.admin import AdminClient, NewTopic
 from matrixkit import NODE_DIR, TOPIC
 
 pytestmark = [pytest.mark.clients, pytest.mark.usefixtures("node_clients")]
@@ -54,44 +52,3 @@ def test_platformatic_describes_the_in_memory_log_dir(server: Any) -> None:
         (0, "0"),
         (1, "0"),
     ]
-
-
-@pytest.mark.parametrize("client", ["kafkajs", "platformatic"])
-def test_a_transactional_producer_commits_and_aborts(
-    server: Any, group_id: str, client: str
-) -> None:
-    # The client's own transactional producer (FindCoordinator for its id, InitProducerId,
-    # AddPartitionsToTxn, Produce, EndTxn) commits one transaction and aborts another; a
-    # read_committed reader (confluent-kafka) then sees the committed records only.
-    topic = "tx-" + "".join(c if c.isalnum() else "-" for c in group_id)[-60:]
-    admin = AdminClient({"bootstrap.servers": server.bootstrap})
-    admin.create_topics([NewTopic(topic, 1, 1)])[topic].result(20)
-    args = ["node", str(NODE_DIR / "transactions.mjs"), client, server.bootstrap, topic, topic]
-    done = subprocess.run(args, capture_output=True, text=True, timeout=RUN_TIMEOUT_S, cwd=NODE_DIR)
-    assert done.returncode == 0, f"{done.stdout}\n{done.stderr}"
-    assert json.loads(done.stdout) == {"ok": True}, done.stdout
-    read = {}
-    for isolation in ("read_committed", "read_uncommitted"):
-        consumer = Consumer(
-            {
-                "bootstrap.servers": server.bootstrap,
-                "group.id": f"{topic}-{isolation}",
-                "isolation.level": isolation,
-                "enable.auto.commit": False,
-                "enable.partition.eof": True,
-            }
-        )
-        consumer.assign([TopicPartition(topic, 0, 0)])
-        values: list[str] = []
-        for _ in range(40):  # 8 s at most; stops once the partition's end is reached
-            message = consumer.poll(0.2)
-            if message is None:
-                continue
-            if message.error() is not None:
-                assert message.error().code() == KafkaError._PARTITION_EOF, message.error()
-                break
-            values.append(message.value().decode())
-        consumer.close()
-        read[isolation] = values
-    assert read["read_committed"] == ["committed-0", "committed-1", "committed-2"]
-    assert read["read_uncommitted"] == read["read_committed"] + ["aborted-0", "aborted-1"]
