@@ -282,16 +282,23 @@ class DataPlane:
         )
 
     def write_marker(
-        self, state: PartitionState, producer_id: int, epoch: int, commit: bool, now: int
+        self,
+        state: PartitionState,
+        producer_id: int,
+        epoch: int,
+        commit: bool,
+        now: int,
+        coordinator_epoch: int = 0,
     ) -> int:
         """End the producer's transaction in this partition (Kafka's WriteTxnMarkers, as the
-        coordinator of a single node writes it); returns the marker's offset."""
+        coordinator of a single node writes it, at coordinator epoch 0); returns the
+        marker's offset."""
         from minicoord.storage.control_batch import encode_marker
 
         plog = state.log
-        batch = encode_marker(plog.next_offset, producer_id, epoch, commit, 0, now)
+        batch = encode_marker(plog.next_offset, producer_id, epoch, commit, coordinator_epoch, now)
         base = plog.reserve(batch, batch_info(batch))
-        state.producers.on_marker(producer_id, epoch)
+        state.producers.on_marker(producer_id, epoch, coordinator_epoch)
         state.txns.on_marker(producer_id, commit, base)
         state.txns.forget_before(plog.log_start_offset)
         self.logs.touched(state.topic.name, state.index, plog)

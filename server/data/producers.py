@@ -56,6 +56,9 @@ class BatchMeta:
 class ProducerEntry:
     epoch: int
     batches: deque[BatchMeta] = field(default_factory=lambda: deque(maxlen=CACHED_BATCHES))
+    # The coordinator epoch of the producer's last transaction marker here (-1: none yet),
+    # as DescribeProducers reports it. This node's coordinator writes its markers at 0.
+    coordinator_epoch: int = -1
 
     @property
     def last_sequence(self) -> int:
@@ -130,7 +133,9 @@ class ProducerStates:
             # A new producer, or a new epoch (which starts its sequence afresh).
             if entry is not None and info.producer_epoch < entry.epoch:
                 return
+            coordinator_epoch = entry.coordinator_epoch if entry is not None else -1
             entry = self.producers[pid] = ProducerEntry(info.producer_epoch)
+            entry.coordinator_epoch = coordinator_epoch
         entry.batches.append(
             BatchMeta(
                 info.base_sequence,
@@ -141,13 +146,14 @@ class ProducerStates:
             )
         )
 
-    def on_marker(self, producer_id: int, epoch: int) -> None:
+    def on_marker(self, producer_id: int, epoch: int, coordinator_epoch: int = 0) -> None:
         """A transaction marker of the producer's: its epoch is the partition's from now on,
         so a producer the coordinator fenced (an epoch bumped to abort) is refused here too,
         as Kafka's ProducerAppendInfo.appendEndTxnMarker updates it."""
         entry = self.producers.get(producer_id)
         if entry is None or epoch > entry.epoch:
-            self.producers[producer_id] = ProducerEntry(epoch)
+            entry = self.producers[producer_id] = ProducerEntry(epoch)
+        entry.coordinator_epoch = coordinator_epoch
 
     def expire(self, now: int, expiration_ms: int) -> int:
         """Forget the producers whose last batch is `expiration_ms` old (Kafka's

@@ -31,8 +31,7 @@ SPEC = SPECS[API_KEY]
 TopicResponse = SPEC.response.TopicResponse
 PartitionResponse = TopicResponse.PartitionResponse
 ProducerState = PartitionResponse.ProducerState
-# A producer with no transaction open in the partition (and no coordinator epoch kept).
-NO_COORDINATOR_EPOCH = -1
+# A producer with no transaction open in the partition.
 NO_TXN_START_OFFSET = -1
 NO_TIMESTAMP = -1
 
@@ -80,7 +79,7 @@ def _producers(index: int, state: PartitionState) -> Any:
                 producer_epoch=entry.epoch,
                 last_sequence=entry.last_sequence,
                 last_timestamp=entry.batches[-1].timestamp if entry.batches else NO_TIMESTAMP,
-                coordinator_epoch=NO_COORDINATOR_EPOCH,
+                coordinator_epoch=entry.coordinator_epoch,
                 current_txn_start_offset=state.txns.open.get(pid, NO_TXN_START_OFFSET),
             )
         )

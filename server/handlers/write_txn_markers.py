@@ -8,7 +8,8 @@ on the cluster (else CLUSTER_AUTHORIZATION_FAILED for every partition); an unkno
 partition UNKNOWN_TOPIC_OR_PARTITION; an epoch older than the partition's for that producer
 INVALID_PRODUCER_EPOCH; otherwise the marker is appended and answered once durable, ending
 the producer's transaction in the partition (an abort lists it as aborted to read_committed
-fetches). The coordinator epoch is not checked: this node keeps none per producer. v1 is
+fetches), the marker carrying the request's coordinator epoch (-1 from an admin client),
+which is not checked against the partition's. v1 is
 flexible; v2 adds the transaction version, which changes nothing here.
 """
 
@@ -60,6 +61,7 @@ def handle(ctx: RequestContext, request: Any) -> Any:
                             marker.producer_epoch,
                             marker.transaction_result,
                             now,
+                            marker.coordinator_epoch,
                         )
                         error = ErrorCode.NONE
                 partitions.append(PartitionResult(partition_index=index, error_code=error))

@@ -220,6 +220,11 @@ def test_admin_clients_list_and_describe_transactions(server: EmbeddedServer) ->
         assert admin.list_transactions(state_filters=["Ongoing"]) == {0: []}
         completed = admin.describe_transactions(["listed-1"])["listed-1"]
         assert (completed.state, completed.topic_partitions) == ("CompleteCommit", set())
+        tp = KpTopicPartition(TOPIC, 0)
+        (state,) = admin.describe_producers([tp])[tp].active_producers
+        # The coordinator's marker: its epoch (0 on this node), no transaction open.
+        assert (state.producer_id, state.coordinator_epoch) == (described.producer_id, 0)
+        assert state.current_transaction_start_offset == -1
     finally:
         admin.close()
 
@@ -406,13 +411,62 @@ def test_an_admin_aborts_a_hanging_transaction(server: EmbeddedServer) -> None:
     try:
         tp = KpTopicPartition(TOPIC, 2)
         (state,) = admin.describe_producers([tp])[tp].active_producers
-        assert state.current_transaction_start_offset == 0, state
+        # No marker yet: no coordinator epoch; the open transaction from offset 0.
+        assert (state.coordinator_epoch, state.current_transaction_start_offset) == (-1, 0)
         admin.abort_transaction(
             AbortTransactionSpec(tp, state.producer_id, state.producer_epoch, -1)
         )
         (after,) = admin.describe_producers([tp])[tp].active_producers
-        assert after.current_transaction_start_offset == -1, after
+        # The admin's marker carried coordinator epoch -1, as Java's admin sends it.
+        assert (after.coordinator_epoch, after.current_transaction_start_offset) == (-1, -1)
     finally:
         admin.close()
     assert confluent_read(server.bootstrap, "read_committed", 0, quiet_s=0.5) == []
     assert confluent_read(server.bootstrap, "read_uncommitted", 1) == ["hung"]
+
+
+def test_aiokafka_exactly_once_with_the_group_id_alone(server: EmbeddedServer) -> None:
+    # aiokafka's send_offsets_to_transaction takes a group id only: TxnOffsetCommit v0, with
+    # no member id or generation, while the group has a member. Kafka takes it
+    # (ClassicGroup.validateOffsetCommit, transactional), so aiokafka's exactly-once loop works.
+    bootstrap = server.bootstrap
+
+    async def run() -> tuple[int, int | None]:
+        source = AIOKafkaProducer(bootstrap_servers=bootstrap)
+        await source.start()
+        for i in range(6):
+            await source.send_and_wait(SOURCE, f"m{i}".encode(), partition=0)
+        await source.stop()
+        consumer = AIOKafkaConsumer(
+            SOURCE,
+            bootstrap_servers=bootstrap,
+            group_id="aio-eos",
+            auto_offset_reset="earliest",
+            enable_auto_commit=False,
+            isolation_level="read_committed",
+        )
+        producer = AIOKafkaProducer(bootstrap_servers=bootstrap, transactional_id="aio-eos")
+        await consumer.start()
+        await producer.start()
+        moved = 0
+        try:
+            deadline = time.monotonic() + 20
+            while moved < 6 and time.monotonic() < deadline:
+                batches = await consumer.getmany(timeout_ms=300)
+                for tp, messages in batches.items():
+                    async with producer.transaction():
+                        for m in messages:
+                            await producer.send_and_wait(TOPIC, m.value.upper(), partition=0)
+                        await producer.send_offsets_to_transaction(
+                            {tp: messages[-1].offset + 1}, "aio-eos"
+                        )
+                    moved += len(messages)
+            committed = await consumer.committed(AioTopicPartition(SOURCE, 0))
+        finally:
+            await producer.stop()
+            await consumer.stop()
+        return moved, committed
+
+    moved, committed = asyncio.run(run())
+    assert (moved, committed) == (6, 6)
+    assert confluent_read(bootstrap, "read_committed", 6) == sorted(f"M{i}" for i in range(6))
