@@ -316,3 +316,23 @@ def test_an_empty_group_left_without_offsets_stays_until_the_retention_check(how
     assert "other" in h.coordinator.groups.groups
     h.advance(60_000)  # the retention check
     assert "other" not in h.coordinator.groups.groups
+
+
+def test_transactional_commits_skip_the_member_and_rebalance_checks(h: Harness) -> None:
+    # Kafka's ClassicGroup.validateOffsetCommit with isTransactional: TxnOffsetCommit v0-2
+    # name no member or generation, so a group with members takes them, and no commit of a
+    # transaction is refused for a rebalance in progress.
+    refused = h.coordinator.txn_commit_refused
+    a, _b = h.form_group(0, 2)
+    assert h.commit(10, [E("t1", 0, 1)], generation_id=-1) == [ErrorCode.UNKNOWN_MEMBER_ID]
+    assert refused(10, GROUP, -1, "", None) is None
+    assert refused(10, GROUP, 1, a, None) is None
+    assert refused(10, GROUP, 7, a, None) is ErrorCode.ILLEGAL_GENERATION
+    assert refused(10, GROUP, 1, "ghost", None) is ErrorCode.UNKNOWN_MEMBER_ID
+    assert refused(10, "unknown-group", 3, "m", None) is ErrorCode.ILLEGAL_GENERATION
+
+
+def test_transactional_commits_during_completing_rebalance_are_taken(h: Harness) -> None:
+    (_a, _), (b, _) = h.join_together(0, {"client_id": "a"}, {"client_id": "b"})
+    assert h.state() == "CompletingRebalance"
+    assert h.coordinator.txn_commit_refused(10, GROUP, 1, b, None) is None
