@@ -130,6 +130,47 @@ def _confluent_data(bootstrap: str) -> None:
     consumer.close()
 
 
+def _confluent_transactions(bootstrap: str) -> None:
+    """A transactional producer: FindCoordinator for its id, InitProducerId,
+    AddPartitionsToTxn, transactional Produce, AddOffsetsToTxn, TxnOffsetCommit and EndTxn
+    (one transaction committed, one aborted); then a read_committed consumer (Fetch with the
+    aborted transactions named, OffsetFetch with require_stable)."""
+    from confluent_kafka import OFFSET_BEGINNING, Consumer, Producer, TopicPartition
+
+    quiet = logging.getLogger("librdkafka")
+    producer = Producer(
+        {"bootstrap.servers": bootstrap, "transactional.id": "capture-tx", "logger": quiet}
+    )
+    producer.init_transactions(10)
+    group = Consumer({"bootstrap.servers": bootstrap, "group.id": "capture-tx-group"})
+    for commit in (True, False):
+        producer.begin_transaction()
+        for i in range(4):
+            producer.produce(TOPIC, value=b"tx" * i, partition=i % 2)
+        offsets = [TopicPartition(TOPIC, 3, 7)]
+        producer.send_offsets_to_transaction(offsets, group.consumer_group_metadata(), 10)
+        if commit:
+            producer.commit_transaction(10)
+        else:
+            producer.abort_transaction(10)
+    group.committed([TopicPartition(TOPIC, 3)], timeout=10)
+    group.close()
+    consumer = Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": "capture-tx-read",
+            "isolation.level": "read_committed",
+            "logger": quiet,
+        }
+    )
+    consumer.assign([TopicPartition(TOPIC, p, OFFSET_BEGINNING) for p in range(2)])
+    got = 0
+    deadline = time.monotonic() + 10
+    while got < 4 and time.monotonic() < deadline:
+        got += len([m for m in consumer.consume(10, 0.2) if m.error() is None])
+    consumer.close()
+
+
 def _kafka_python(bootstrap: str) -> None:
     from kafka import KafkaAdminClient, KafkaProducer
 
@@ -263,6 +304,7 @@ async def capture_client_frames() -> list[bytes]:
             await asyncio.wait_for(_aiokafka(bootstrap), 60)
             await asyncio.wait_for(asyncio.to_thread(_confluent, bootstrap), 60)
             await asyncio.wait_for(asyncio.to_thread(_confluent_data, bootstrap), 60)
+            await asyncio.wait_for(asyncio.to_thread(_confluent_transactions, bootstrap), 60)
             await asyncio.wait_for(asyncio.to_thread(_kafka_python, bootstrap), 60)
             await asyncio.wait_for(asyncio.to_thread(_confluent_consumer_protocol, bootstrap), 60)
         finally:

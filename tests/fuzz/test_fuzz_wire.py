@@ -1,7 +1,8 @@
 """Hostile input never hurts the server or other clients.
 
 Inputs: random bytes; and captures of real client traffic (aiokafka, confluent-kafka with
-the classic and the consumer group protocol, kafka-python, recorded through a proxy) plus a
+the classic and the consumer group protocol and as a transactional producer, kafka-python,
+recorded through a proxy) plus a
 default request of every API at every served version, mutated: bit flips, truncation, garbage
 appended after a valid request, negative and huge length prefixes, wrong API keys and
 versions, absurd array counts written into the body.
@@ -54,6 +55,7 @@ def corpus() -> list[bytes]:
     assert {10, 11, 14, 12, 8, 9} <= apis  # coordinator traffic was captured
     assert {68, 69} <= apis  # with KIP-848's ConsumerGroupHeartbeat and ConsumerGroupDescribe
     assert {0, 1, 2, 22} <= apis  # and the data path: Produce, Fetch, ListOffsets, producer ids
+    assert {24, 25, 26, 28} <= apis  # and a transactional producer's requests
     return captured + default_frames()
 
 
