@@ -62,13 +62,8 @@ class BackgroundWork:
                 min_lag, max_lag = cfg.min_compaction_lag_ms, cfg.max_compaction_lag_ms
             now = broker.now()
             cleanable = plog.cleanable(now, min_lag)
-            txns = state.txns
-            if txns.open:
-                # As Kafka's first uncleanable offset: nothing at or past the last stable
-                # offset, where an open transaction's records may yet be aborted.
-                lso = state.last_stable_offset
-                cleanable = [s for s in cleanable if s.next_offset <= lso]
-            aborted = [(pid, first, last) for last, pid, first in txns.aborted]
+            cleanable = state.txns.stable(cleanable, plog.high_watermark)
+            aborted = state.txns.aborted_ranges()
             if plog.dirty_ratio(cleanable) < ratio and not (
                 max_lag is not None and plog.compaction_overdue(cleanable, now, max_lag)
             ):

@@ -189,11 +189,8 @@ def compact(
             logs.install(name, index, plog)
             txns.resolve_from(plog)
             plog.roll()
-            cleanable = plog.cleanable(now, min_lag)
-            lso = txns.first_unstable(plog.next_offset)
-            cleanable = [s for s in cleanable if s.next_offset <= lso]
-            aborted = [(pid, first, last) for last, pid, first in txns.aborted]
-            result = clean(plog, now, retention, cleanable, aborted)
+            cleanable = txns.stable(plog.cleanable(now, min_lag), plog.next_offset)
+            result = clean(plog, now, retention, cleanable, txns.aborted_ranges())
             if result is not None:
                 results.append(result)
     finally:

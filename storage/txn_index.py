@@ -14,12 +14,14 @@ Rebuilt when a log is opened from the batch headers (`load`) and the markers' ty
 from __future__ import annotations
 
 from bisect import bisect_left
+from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from minicoord.storage.batch import CONTROL, TRANSACTIONAL, BatchInfo
 
 if TYPE_CHECKING:
     from minicoord.storage.partition_log import PartitionLog
+    from minicoord.storage.segment import Segment
 
 
 class PartitionTxns:
@@ -60,6 +62,19 @@ class PartitionTxns:
             if first < end:
                 out.append((pid, first))
         return out
+
+    def aborted_ranges(self) -> list[tuple[int, int, int]]:
+        """(producer id, first offset, last offset) of each aborted transaction, as the
+        cleaner drops their records."""
+        return [(pid, first, last) for last, pid, first in self.aborted]
+
+    def stable(self, segments: Sequence[Segment], high_watermark: int) -> list[Segment]:
+        """The segments wholly below the last stable offset, which a cleaning may take (an
+        open transaction's records may yet be aborted: Kafka's first uncleanable offset)."""
+        if not self.open:
+            return list(segments)
+        lso = self.first_unstable(high_watermark)
+        return [s for s in segments if s.next_offset <= lso]
 
     def forget_before(self, log_start_offset: int) -> None:
         """Aborted transactions wholly before the log start no Fetch can reach."""

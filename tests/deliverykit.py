@@ -154,3 +154,50 @@ def offsets_partition(group: str, partitions: int = 50) -> int:
     (Kafka's Utils.abs maps Integer.MIN_VALUE to 0)."""
     h = java_hash(group)
     return (0 if h == -(1 << 31) else abs(h)) % partitions
+
+
+def read_to_end(
+    bootstrap: str, topic: str, partitions: int, isolation: str, timeout_s: float = 15
+) -> list[tuple[bytes | None, bytes | None]]:
+    """(key, value) of every record of the topic's partitions, each read with confluent-kafka
+    to its end as `isolation` sees it (read_committed: the last stable offset), partitions
+    in turn as the consumer delivers them; fails if an end is not reached in `timeout_s`."""
+    import time
+
+    from confluent_kafka import Consumer, KafkaError, TopicPartition
+
+    consumer = Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": f"read-{topic}-{isolation}-{time.monotonic_ns()}",
+            "isolation.level": isolation,
+            "enable.auto.commit": False,
+            "enable.partition.eof": True,
+        }
+    )
+    consumer.assign([TopicPartition(topic, p, 0) for p in range(partitions)])
+    records: list[tuple[bytes | None, bytes | None]] = []
+    ended: set[int] = set()
+    deadline = time.monotonic() + timeout_s
+    for _ in range(int(timeout_s / 0.2) + 1):
+        if len(ended) == partitions or time.monotonic() > deadline:
+            break
+        message = consumer.poll(0.2)
+        if message is None:
+            continue
+        if message.error() is not None:
+            assert message.error().code() == KafkaError._PARTITION_EOF, message.error()
+            ended.add(message.partition())
+            continue
+        records.append((message.key(), message.value()))
+    consumer.close()
+    assert len(ended) == partitions, f"{topic} {isolation}: not read to its end: {records}"
+    return records
+
+
+def values_to_end(bootstrap: str, topic: str, partitions: int, isolation: str) -> list[str]:
+    """The values `read_to_end` reads, decoded, in the order read."""
+    return [
+        v.decode() if v is not None else ""
+        for _, v in read_to_end(bootstrap, topic, partitions, isolation)
+    ]

@@ -143,10 +143,7 @@ class OffsetRequests:
         errors = []
         for e in entries:
             metadata = e.metadata or ""
-            # Kafka compares Java's String.length(), in UTF-16 code units, with the limit
-            # (despite its name, offset.metadata.max.bytes does not count UTF-8 bytes). A
-            # code point is at most two units, so short strings need no encoding to tell.
-            if len(metadata) * 2 > limit and len(metadata.encode("utf-16-le")) // 2 > limit:
+            if metadata_too_long(metadata, limit):
                 errors.append(ErrorCode.OFFSET_METADATA_TOO_LARGE)
                 continue
             commit(
@@ -400,6 +397,14 @@ class OffsetRequests:
             and not self.offsets.has_offsets(group.group_id)
         ):
             self.groups.expire(fx, now, group)
+
+
+def metadata_too_long(metadata: str, limit: int) -> bool:
+    """Whether commit metadata is over offset.metadata.max.bytes. Kafka compares Java's
+    String.length(), in UTF-16 code units, with the limit (despite its name, it does not
+    count UTF-8 bytes). A code point is at most two units, so short strings need no encoding
+    to tell."""
+    return len(metadata) * 2 > limit and len(metadata.encode("utf-16-le")) // 2 > limit
 
 
 def _validate_consumer_commit(

@@ -17,7 +17,7 @@ each commit made visible.
 
 from __future__ import annotations
 
-import struct
+from collections import deque
 from dataclasses import field
 from typing import TYPE_CHECKING, Any
 
@@ -26,10 +26,8 @@ from minicoord.protocol.lean_dataclass import dataclass
 from minicoord.server.coordinator.results import Effects, Ticket
 from minicoord.server.coordinator.timers import TimerQueue
 from minicoord.server.topics import Topic
-from minicoord.storage.batch import LAST_OFFSET_DELTA_AT, PREFIX_SIZE
+from minicoord.storage.batch import batch_info, iter_batches
 from minicoord.storage.partition_log import PartitionLog
-
-_BASE, _LENGTH, _DELTA = struct.Struct(">q"), struct.Struct(">i"), struct.Struct(">i")
 
 if TYPE_CHECKING:
     from minicoord.server.data.plane import DataPlane
@@ -120,13 +118,8 @@ def read_partitions(
 
 def next_offset_after(data: bytes) -> int:
     """The offset after the last of these whole batches."""
-    pos = last = 0
-    while pos + PREFIX_SIZE <= len(data):
-        last = pos
-        pos += PREFIX_SIZE + _LENGTH.unpack_from(data, pos + 8)[0]
-    (base,) = _BASE.unpack_from(data, last)
-    (delta,) = _DELTA.unpack_from(data, last + LAST_OFFSET_DELTA_AT)
-    return base + delta + 1
+    (last,) = deque(iter_batches(data), maxlen=1)
+    return batch_info(last).next_offset
 
 
 class WaitedLog:

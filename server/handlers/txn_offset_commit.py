@@ -18,6 +18,7 @@ from typing import Any
 from kafka.protocol.producer import TxnOffsetCommitResponse
 from minicoord.protocol.apis import SPECS
 from minicoord.protocol.errors import ErrorCode
+from minicoord.server.coordinator.offset_requests import metadata_too_long
 from minicoord.server.coordinator.offsets import CommittedOffset
 from minicoord.server.handlers.base import Handler, RequestContext
 from minicoord.server.security import authorize
@@ -104,7 +105,7 @@ def handle(ctx: RequestContext, request: Any) -> Any:
             errors[key] = error
             continue
         metadata = p.committed_metadata or ""
-        if len(metadata.encode("utf-16-le")) // 2 > limit:
+        if metadata_too_long(metadata, limit):
             errors[key] = ErrorCode.OFFSET_METADATA_TOO_LARGE
             continue
         epoch = p.committed_leader_epoch if version >= 2 else -1

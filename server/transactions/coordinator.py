@@ -4,7 +4,8 @@ Sans-IO: each call is given the time and returns an error code and, when a trans
 what ended (`Ended`): the shell writes its markers to the transaction's partitions and settles
 its offsets in the group coordinator, and answers once those are durable. A single node
 writes its markers in the same turn, so a transaction never rests in PrepareCommit or
-PrepareAbort between requests.
+PrepareAbort between requests, and no request meets one there (Kafka's
+CONCURRENT_TRANSACTIONS).
 
 State lives in memory: a restart forgets the transactional ids, and every transaction left
 open in a partition's log is aborted when that log loads (loading.py), so no open transaction
@@ -25,8 +26,6 @@ TopicPartition = tuple[str, int]
 # Kafka's names for the states, as DescribeTransactions and ListTransactions report them.
 EMPTY = "Empty"
 ONGOING = "Ongoing"
-PREPARE_COMMIT = "PrepareCommit"
-PREPARE_ABORT = "PrepareAbort"
 COMPLETE_COMMIT = "CompleteCommit"
 COMPLETE_ABORT = "CompleteAbort"
 
@@ -99,8 +98,6 @@ class TransactionCoordinator:
             txn = self.txns[tid] = Txn(tid, self.new_producer_id(), 0, timeout_ms)
             txn.update_ms = now
             return InitOutcome(_NONE, txn.producer_id, 0)
-        if txn.state in (PREPARE_COMMIT, PREPARE_ABORT):
-            return InitOutcome(ErrorCode.CONCURRENT_TRANSACTIONS)
         if producer_id != -1:
             if producer_id == txn.last_producer_id and epoch == txn.last_epoch:
                 # A retry whose answer was lost: answered again, no second bump.
@@ -133,8 +130,6 @@ class TransactionCoordinator:
             return ErrorCode.INVALID_PRODUCER_ID_MAPPING, None
         if txn.epoch != epoch:
             return ErrorCode.PRODUCER_FENCED, None
-        if txn.state in (PREPARE_COMMIT, PREPARE_ABORT):
-            return ErrorCode.CONCURRENT_TRANSACTIONS, None
         return _NONE, txn
 
     def add_partitions(

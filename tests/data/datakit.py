@@ -4,7 +4,10 @@ fetch requests the wire tests send."""
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from collections.abc import Iterable, Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
 from kafka.protocol.admin import (
@@ -204,3 +207,14 @@ def incremental_alter(
         ],
         validate_only=False,
     )
+
+
+def compact_offline(data_dir: Path) -> None:
+    """`minicoord log compact DIR`, as a user runs it on a stopped server's directory."""
+    compacted = subprocess.run(
+        [sys.executable, "-m", "minicoord.server.cli", "log", "compact", str(data_dir)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert compacted.returncode == 0, compacted.stderr

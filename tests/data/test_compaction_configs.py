@@ -3,13 +3,12 @@ server: a compacted topic's segment.ms and min.compaction.lag.ms, and compressio
 
 from __future__ import annotations
 
-import subprocess
-import sys
 import time
 from pathlib import Path
 
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
+from datakit import compact_offline
 from kafka.record.default_records import DefaultRecordBatch
 from minicoord.testing.embedded import running
 
@@ -103,17 +102,6 @@ def test_compression_type_is_what_the_log_holds_and_consumers_read(tmp_path: Pat
     assert codecs and set(codecs) == {1}  # gzip, though the producer sent none
 
 
-def _compact_offline(data_dir: Path) -> None:
-    """`minicoord log compact DIR`, as a user runs it on a stopped server's directory."""
-    compacted = subprocess.run(
-        [sys.executable, "-m", "minicoord.server.cli", "log", "compact", str(data_dir)],
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
-    assert compacted.returncode == 0, compacted.stderr
-
-
 def test_offline_compaction_keeps_what_min_compaction_lag_protects(tmp_path: Path) -> None:
     # `minicoord log compact` cleans each topic by its own configs, as the server's cleaner.
     with running(data_dir=tmp_path) as server:
@@ -126,7 +114,7 @@ def test_offline_compaction_keeps_what_min_compaction_lag_protects(tmp_path: Pat
         base = int(time.time() * 1000) - 60_000
         for name in topics:
             _produce(server.bootstrap, name, base)
-    _compact_offline(tmp_path)
+    compact_offline(tmp_path)
     with running(data_dir=tmp_path) as server:
         assert _values(server.bootstrap, "lagged") == [str(i).encode() for i in range(ROUNDS)]
         assert _values(server.bootstrap, "unlagged") == [str(ROUNDS - 1).encode()]
@@ -146,7 +134,7 @@ def test_offline_compaction_writes_segments_of_the_topics_own_segment_bytes(
             producer.produce("sized", key=b"k%d" % i, value=b"x" * 100_000, partition=0)
             producer.flush(10)
         assert producer.flush(10) == 0
-    _compact_offline(tmp_path)
+    compact_offline(tmp_path)
     sizes = [f.stat().st_size for f in sorted((tmp_path / "sized-0").glob("*.log"))]
     assert len(sizes) >= 3 and max(sizes) <= mib, sizes
     with running(data_dir=tmp_path) as server:

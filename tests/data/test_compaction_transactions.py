@@ -5,13 +5,13 @@ markers stay. Online (the server's cleaner) and offline (`minicoord log compact`
 
 from __future__ import annotations
 
-import subprocess
-import sys
 import time
 from pathlib import Path
 
-from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
+from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
+from datakit import compact_offline
+from deliverykit import read_to_end
 from minicoord.testing.embedded import EmbeddedServer, running
 
 TOPIC = "compacted-txn"
@@ -19,30 +19,9 @@ CALL_S = 15
 COMPACTED = {"cleanup.policy": "compact", "segment.ms": "100", "min.cleanable.dirty.ratio": "0.01"}
 
 
-def read(bootstrap: str, isolation: str) -> list[tuple[bytes, bytes]]:
+def read(bootstrap: str, isolation: str) -> list[tuple[bytes | None, bytes | None]]:
     """(key, value) of every record of the partition, to its end as `isolation` sees it."""
-    consumer = Consumer(
-        {
-            "bootstrap.servers": bootstrap,
-            "group.id": f"c-{time.monotonic_ns()}",
-            "isolation.level": isolation,
-            "enable.partition.eof": True,
-        }
-    )
-    consumer.assign([TopicPartition(TOPIC, 0, 0)])
-    out = []
-    deadline = time.monotonic() + CALL_S
-    for _ in range(500):
-        assert time.monotonic() < deadline, f"no end of partition, read {out}"
-        message = consumer.poll(0.2)
-        if message is None:
-            continue
-        if message.error() is not None:
-            assert message.error().code() == KafkaError._PARTITION_EOF, message.error()
-            break
-        out.append((message.key(), message.value()))
-    consumer.close()
-    return out
+    return read_to_end(bootstrap, TOPIC, 1, isolation, CALL_S)
 
 
 class Writer:
@@ -141,13 +120,7 @@ def test_offline_compaction_drops_aborted_records_too(tmp_path: Path) -> None:
         writer.transaction(b"k", b"good", commit=True)
         writer.transaction(b"k", b"bad", commit=False)
         writer.fillers(2)
-    compacted = subprocess.run(
-        [sys.executable, "-m", "minicoord.server.cli", "log", "compact", str(tmp_path)],
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
-    assert compacted.returncode == 0, compacted.stderr
+    compact_offline(tmp_path)
     with running(data_dir=tmp_path) as server:
         records = read(server.bootstrap, "read_uncommitted")
         assert [v for k, v in records if k == b"k"] == [b"good"], records

@@ -9,11 +9,11 @@ marker at the end of each partition it wrote to) as its log loads.
 
 from __future__ import annotations
 
-import time
 from typing import Any
 
 import pytest
-from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
+from confluent_kafka import Consumer, Producer, TopicPartition
+from deliverykit import values_to_end
 
 pytestmark = pytest.mark.timeout(90)
 
@@ -24,33 +24,7 @@ CALL_S = 15
 
 def read_all(bootstrap: str, isolation: str, partitions: int) -> list[str]:
     """Every value of TOPIC, read to each partition's end (as `isolation` sees the end)."""
-    consumer = Consumer(
-        {
-            "bootstrap.servers": bootstrap,
-            "group.id": f"check-{isolation}-{time.monotonic_ns()}",
-            "isolation.level": isolation,
-            "enable.auto.commit": False,
-            "enable.partition.eof": True,
-        }
-    )
-    consumer.assign([TopicPartition(TOPIC, p, 0) for p in range(partitions)])
-    values: list[str] = []
-    at_end: set[int] = set()
-    deadline = time.monotonic() + CALL_S
-    for _ in range(500):
-        if len(at_end) == partitions or time.monotonic() > deadline:
-            break
-        message = consumer.poll(0.2)
-        if message is None:
-            continue
-        if message.error() is not None:
-            assert message.error().code() == KafkaError._PARTITION_EOF, message.error()
-            at_end.add(message.partition())
-            continue
-        values.append(message.value().decode())
-    consumer.close()
-    assert len(at_end) == partitions, f"{isolation}: stuck before the end, read {values}"
-    return sorted(values)
+    return sorted(values_to_end(bootstrap, TOPIC, partitions, isolation))
 
 
 def test_a_crash_keeps_the_committed_transaction_and_aborts_the_open_one(

@@ -9,8 +9,9 @@ import subprocess
 from typing import Any
 
 import pytest
-from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
+from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
+from deliverykit import values_to_end
 from matrixkit import NODE_DIR
 
 pytestmark = [pytest.mark.clients, pytest.mark.usefixtures("node_clients")]
@@ -27,36 +28,6 @@ def create(bootstrap: str, *topics: tuple[str, int]) -> None:
     admin = AdminClient({"bootstrap.servers": bootstrap})
     for future in admin.create_topics([NewTopic(t, n, 1) for t, n in topics]).values():
         future.result(20)
-
-
-def read_to_end(bootstrap: str, topic: str, partitions: int, isolation: str) -> list[str]:
-    """The values of every partition, each read to its end (as `isolation` sees the end)."""
-    consumer = Consumer(
-        {
-            "bootstrap.servers": bootstrap,
-            "group.id": f"{topic}-{isolation}",
-            "isolation.level": isolation,
-            "enable.auto.commit": False,
-            "enable.partition.eof": True,
-        }
-    )
-    consumer.assign([TopicPartition(topic, p, 0) for p in range(partitions)])
-    values: list[str] = []
-    ended: set[int] = set()
-    for _ in range(100):  # 20 s at most; stops once every partition's end is reached
-        if len(ended) == partitions:
-            break
-        message = consumer.poll(0.2)
-        if message is None:
-            continue
-        if message.error() is not None:
-            assert message.error().code() == KafkaError._PARTITION_EOF, message.error()
-            ended.add(message.partition())
-            continue
-        values.append(message.value().decode())
-    consumer.close()
-    assert len(ended) == partitions, f"{topic} {isolation}: not read to its end: {values}"
-    return values
 
 
 def run_node(script: str, *args: str) -> dict[str, Any]:
@@ -81,7 +52,7 @@ def test_a_transactional_producer_commits_and_aborts(
     topic = topic_for(group_id, "tx-")
     create(server.bootstrap, (topic, 1))
     assert run_node("transactions.mjs", client, server.bootstrap, topic, topic) == {"ok": True}
-    read = {i: read_to_end(server.bootstrap, topic, 1, i) for i in ISOLATIONS}
+    read = {i: values_to_end(server.bootstrap, topic, 1, i) for i in ISOLATIONS}
     assert read["read_committed"] == ["committed-0", "committed-1", "committed-2"]
     assert read["read_uncommitted"] == read["read_committed"] + ["aborted-0", "aborted-1"]
 
@@ -107,7 +78,7 @@ def test_consume_transform_produce_exactly_once(
     moved = run_node("eos.mjs", client, server.bootstrap, source, sink, group_id, "20", protocol)
     assert moved == {"moved": 20}
     expected = sorted(f"M{i}" for i in range(20))
-    assert sorted(read_to_end(server.bootstrap, sink, 2, "read_committed")) == expected
+    assert sorted(values_to_end(server.bootstrap, sink, 2, "read_committed")) == expected
     group = Consumer({"bootstrap.servers": server.bootstrap, "group.id": group_id})
     committed = group.committed([TopicPartition(source, p) for p in range(2)], 20)
     group.close()
