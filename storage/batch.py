@@ -240,13 +240,14 @@ def _builder(
     producer_id: int = NO_PRODUCER_ID,
     producer_epoch: int = -1,
     base_sequence: int = NO_SEQUENCE,
+    transactional: bool = False,
 ) -> DefaultRecordBatchBuilder:
     from kafka.record.default_records import DefaultRecordBatchBuilder
 
     return DefaultRecordBatchBuilder(
         magic=MAGIC,
         compression_type=compression,
-        is_transactional=False,
+        is_transactional=transactional,
         producer_id=producer_id,
         producer_epoch=producer_epoch,
         base_sequence=base_sequence,
@@ -345,15 +346,17 @@ def rebuild_batch(original: DefaultRecordBatch, kept: Sequence[Any]) -> bytes:
     """A batch holding `kept` (records of `original`) with the original's batch identity.
 
     What the cleaner writes for a batch it removed records from: the same base offset,
-    compression, timestamp type, producer id, epoch and base sequence, and (as Kafka's cleaner
-    does) the original last offset delta, so the batch still spans the sequence numbers its
-    producer sent and a restarted broker rebuilds the same producer state.
+    compression, timestamp type, transactional flag, producer id, epoch and base sequence, and
+    (as Kafka's cleaner does) the original last offset delta, so the batch still spans the
+    sequence numbers its producer sent and a restarted broker rebuilds the same producer and
+    transaction state.
     """
     builder = _builder(
         original.compression_type,
         original.producer_id,
         original.producer_epoch,
         original.base_sequence,
+        original.is_transactional,
     )
     base = original.base_offset
     for r in kept:

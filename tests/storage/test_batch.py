@@ -6,7 +6,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 from kafka.record.default_records import DefaultRecordBatch, DefaultRecordBatchBuilder
 from minicoord.protocol.records import Record
-from minicoord.storage.batch import check_batch, encode_batch
+from minicoord.storage.batch import check_batch, encode_batch, rebuild_batch
 
 blobs = st.none() | st.binary(max_size=300)  # past one varint byte of length
 records = st.lists(st.builds(Record, blobs, blobs), min_size=1, max_size=150)
@@ -165,3 +165,35 @@ def test_the_crc32c_extension_loads_without_its_packages_metadata() -> None:
     assert out["seen"] == {"crc32c": False, "importlib.metadata": False}
     # Importing the package afterwards reuses the module already loaded.
     assert out["same_function"] is True
+
+
+@given(st.booleans(), st.integers(0, 2**40), st.integers(0, 32767), st.integers(0, 2**30))
+def test_a_rebuilt_batch_keeps_its_identity(
+    transactional: bool, producer_id: int, epoch: int, sequence: int
+) -> None:
+    """What the cleaner writes for a batch it took records from: the producer's fields and the
+    transactional flag stay (a committed transaction's batch, cleaned, is still one, as
+    Kafka's cleaner keeps it), and so do the offsets of the records kept."""
+    builder = DefaultRecordBatchBuilder(
+        magic=2,
+        compression_type=0,
+        is_transactional=transactional,
+        producer_id=producer_id,
+        producer_epoch=epoch,
+        base_sequence=sequence,
+        batch_size=1 << 31,
+    )
+    for delta in range(3):
+        builder.append(delta, timestamp=5, key=b"k%d" % delta, value=b"v", headers=[])
+    original = DefaultRecordBatch(bytes(builder.build()))
+    kept = list(DefaultRecordBatch(bytes(builder.build())))[1:]
+    rebuilt = DefaultRecordBatch(rebuild_batch(original, kept))
+    assert rebuilt.validate_crc()
+    assert rebuilt.is_transactional is transactional
+    assert (rebuilt.producer_id, rebuilt.producer_epoch, rebuilt.base_sequence) == (
+        producer_id,
+        epoch,
+        sequence,
+    )
+    assert rebuilt.last_offset_delta == 2
+    assert [(r.offset, r.key) for r in rebuilt] == [(1, b"k1"), (2, b"k2")]
