@@ -17,6 +17,7 @@ import asyncio
 import concurrent.futures
 import logging
 import time
+from collections.abc import Callable
 
 from minicoord.protocol.errors import ErrorCode
 from minicoord.server.broker import Broker
@@ -26,7 +27,7 @@ from minicoord.server.data.plane import PartitionState
 from minicoord.server.data.producers import ProducerStates
 from minicoord.server.topics import METADATA_TOPIC, OFFSETS_TOPIC, Topic
 from minicoord.storage import producer_snapshots
-from minicoord.storage.batch import BatchInfo
+from minicoord.storage.batch import CONTROL, TRANSACTIONAL, BatchInfo, batch_info, decode_batch
 from minicoord.storage.log import LogManager, StoreError
 from minicoord.storage.log_loader import CorruptLog
 from minicoord.storage.partition_log import PartitionLog
@@ -37,19 +38,30 @@ log = logging.getLogger("minicoord.loading")
 
 def read_offsets_partition(
     logs: LogManager, partition: int, segment_bytes: int
-) -> tuple[PartitionLog, PartitionReplay]:
+) -> tuple[PartitionLog, PartitionReplay, ProducerStates, PartitionTxns]:
     """Open, verify and read one offsets partition (blocking: runs in a worker thread)."""
-    plog = logs.open_log(OFFSETS_TOPIC, partition, segment_bytes)
+    producers, txns, on_batch = _producer_state()
+    plog = logs.open_log(OFFSETS_TOPIC, partition, segment_bytes, on_batch)
+    txns.resolve_from(plog)
     replay = PartitionReplay(partition)
-    for record in plog.records():
-        replay.add(record.key, record.value)
+    for data in plog.batches():
+        info = batch_info(data)
+        if info.attributes & CONTROL:
+            from minicoord.storage.control_batch import COMMIT, marker_type
+
+            replay.end_transaction(info.producer_id, marker_type(data) == COMMIT)
+        elif info.attributes & TRANSACTIONAL:
+            for record in decode_batch(data):
+                replay.add_transactional(info.producer_id, record.key, record.value, record.offset)
+        else:
+            for record in decode_batch(data):
+                replay.add(record.key, record.value, record.offset)
     replay.decode()
-    return plog, replay
+    return plog, replay, producers, txns
 
 
-def open_topic_partition(
-    logs: LogManager, topic: Topic, index: int, segment_bytes: int
-) -> tuple[PartitionLog, ProducerStates, PartitionTxns]:
+def _producer_state() -> tuple[ProducerStates, PartitionTxns, Callable[[BatchInfo], None]]:
+    """Producer and transaction state, rebuilt from the batch headers as a log opens."""
     producers = ProducerStates()
     txns = PartitionTxns()
 
@@ -57,6 +69,13 @@ def open_topic_partition(
         producers.load(info)
         txns.load(info)
 
+    return producers, txns, on_batch
+
+
+def open_topic_partition(
+    logs: LogManager, topic: Topic, index: int, segment_bytes: int
+) -> tuple[PartitionLog, ProducerStates, PartitionTxns]:
+    producers, txns, on_batch = _producer_state()
     plog = logs.open_log(topic.name, index, segment_bytes, on_batch)
     if plog.directory is not None:
         snapshot = producer_snapshots.latest(plog.directory, plog.next_offset)
@@ -139,7 +158,7 @@ async def load_logs(
         started = time.perf_counter()
         opened: PartitionLog | None = None
         try:
-            opened, replay = await loop.run_in_executor(
+            opened, replay, producers, txns = await loop.run_in_executor(
                 pool, read_offsets_partition, logs, partition, segment_bytes
             )
             loaded = broker.coordinator.finish_loading(replay, broker.now())
@@ -150,9 +169,12 @@ async def load_logs(
             continue
         plog = opened
         assert plog is not None
-        broker.data.install(broker.topics.offsets, partition, plog)
+        state = broker.data.install(broker.topics.offsets, partition, plog, producers, txns)
         broker.apply(loaded)
         broker.rearm()
+        if txns.open:
+            # Offsets of transactions open at the restart: dropped, as their transactions are.
+            _abort_left_open(broker, state)
         log.log(
             logging.INFO if replay.records else logging.DEBUG,
             "loaded offsets partition %d: %d records, %d groups, %d offsets in %.0f ms",

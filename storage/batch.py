@@ -272,8 +272,16 @@ _SMALL_ZIGZAG = [_varint(i) for i in range(256)]
 _RECORD_HEADS = [_RECORD_HEAD + _SMALL_ZIGZAG[i] for i in range(256)]
 
 
-def encode_batch(base_offset: int, records: Sequence[Record], timestamp: int) -> bytearray:
-    """An uncompressed, non-transactional batch, as the coordinator writes them.
+def encode_batch(
+    base_offset: int,
+    records: Sequence[Record],
+    timestamp: int,
+    producer_id: int = NO_PRODUCER_ID,
+    producer_epoch: int = -1,
+) -> bytearray:
+    """An uncompressed batch, as the coordinator writes them: non-transactional, or with a
+    producer id a transactional one (TxnOffsetCommit's), stamped as Kafka's coordinator
+    stamps it (the producer's id and epoch, base sequence 0).
 
     Packed by hand into one list of parts joined once per batch (commits are the hottest
     write); tests/storage/test_batch.py proves it byte-equal to kafka-python's builder.
@@ -316,8 +324,12 @@ def encode_batch(base_offset: int, records: Sequence[Record], timestamp: int) ->
         )
         extend((_varint(len(body)), body))
     count = len(records)
+    if producer_id == NO_PRODUCER_ID:
+        attributes, sequence = 0, NO_SEQUENCE
+    else:
+        attributes, sequence = TRANSACTIONAL, 0
     tail = _AFTER_CRC.pack(
-        0, count - 1, timestamp, timestamp, NO_PRODUCER_ID, -1, NO_SEQUENCE, count
+        attributes, count - 1, timestamp, timestamp, producer_id, producer_epoch, sequence, count
     )
     parts[0] = tail
     covered = b"".join(parts)

@@ -19,6 +19,7 @@ from minicoord.protocol.records import UnknownRecordType, decode_key, decode_val
 from minicoord.storage import producer_snapshots
 from minicoord.storage.batch import check_batch, iter_batches
 from minicoord.storage.cleaner import CleanResult, clean
+from minicoord.storage.control_batch import ABORT, COMMIT, marker_type
 from minicoord.storage.log import LogManager, StoreError, log_dir, logs_in
 from minicoord.storage.log_loader import CLEANED, SWAP, tail_index
 from minicoord.storage.scan import scan_segment
@@ -79,7 +80,24 @@ def _dump(data_dir: Path, partition: int | None, out: TextIO, topic: str | None)
             if scan.damage_at is not None:
                 data = data[: scan.damage_at]
             for batch in iter_batches(data):
-                for r in check_batch(batch):
+                parsed = check_batch(batch)
+                # As kafka-dump-log shows them: a transaction's records with their producer,
+                # and its marker as one, not as a record.
+                producer = (
+                    f" producer_id={parsed.producer_id} producer_epoch={parsed.producer_epoch}"
+                    if parsed.is_transactional
+                    else ""
+                )
+                if parsed.is_control_batch:
+                    kind = marker_type(batch)
+                    marker = "COMMIT" if kind == COMMIT else "ABORT" if kind == ABORT else "?"
+                    out.write(
+                        f"topic={name} partition={index} offset={parsed.base_offset} "
+                        f"timestamp={parsed.max_timestamp} marker={marker}{producer}\n"
+                    )
+                    count += 1
+                    continue
+                for r in parsed:
                     key, value = _describe(
                         name,
                         None if r.key is None else bytes(r.key),
@@ -88,7 +106,7 @@ def _dump(data_dir: Path, partition: int | None, out: TextIO, topic: str | None)
                     headers = f" headers={r.headers}" if r.headers else ""
                     out.write(
                         f"topic={name} partition={index} offset={r.offset} "
-                        f"timestamp={r.timestamp} key={key} value={value}{headers}\n"
+                        f"timestamp={r.timestamp} key={key} value={value}{headers}{producer}\n"
                     )
                     count += 1
             if scan.damage_at is not None:

@@ -126,7 +126,7 @@ class GroupCoordinator(GroupAdmin):
         if self.txn_offsets is None:
             from minicoord.server.coordinator.txn_offsets import PendingTxnOffsets
 
-            self.txn_offsets = PendingTxnOffsets()
+            self.txn_offsets = self.offsets.pending = PendingTxnOffsets()
         return self.txn_offsets
 
     def partition_for(self, group_id: str) -> int:

@@ -85,12 +85,14 @@ class OffsetRequests:
                 # Offsets of topics no member subscribes to expire from their commit.
                 subscribed = group.subscribed_topics()
                 for tp, offset in list(committed.items()):
-                    if tp[0] not in subscribed and offset.expired(
-                        offset.commit_timestamp, retention, now
+                    if (
+                        tp[0] not in subscribed
+                        and offset.expired(offset.commit_timestamp, retention, now)
+                        and not self.offsets.in_transaction(gid, tp)
                     ):
                         self.offsets.delete(fx, group.partition, gid, tp)
                         expired += 1
-                if not group.members and not self.offsets.has_offsets(gid):
+                if not group.members and not self._holds_offsets(gid):
                     self.consumers().delete(fx, group)
                 continue
             if group.state is GroupState.EMPTY:
@@ -106,12 +108,24 @@ class OffsetRequests:
             partition = group.partition
             for tp, offset in list(committed.items()):
                 base = group.state_timestamp if from_state else offset.commit_timestamp
-                if tp[0] not in subscribed and offset.expired(base, retention, now):
+                if (
+                    tp[0] not in subscribed
+                    and offset.expired(base, retention, now)
+                    and not self.offsets.in_transaction(gid, tp)
+                ):
                     self.offsets.delete(fx, partition, gid, tp)
                     expired += 1
-            if group.state is GroupState.EMPTY and not self.offsets.has_offsets(gid):
+            if group.state is GroupState.EMPTY and not self._holds_offsets(gid):
                 self.groups.expire(fx, now, group)
         return expired
+
+    def _holds_offsets(self, group_id: str) -> bool:
+        """Committed offsets, or offsets an open transaction holds: as Kafka's retention,
+        neither those nor their group expire while a transaction may still commit them."""
+        pending = self.offsets.pending
+        return self.offsets.has_offsets(group_id) or (
+            pending is not None and pending.holds_group(group_id)
+        )
 
     def commit_offsets(
         self,

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from minicoord.protocol.lean_dataclass import dataclass
 from minicoord.protocol.records import (
     Record,
@@ -10,6 +12,9 @@ from minicoord.protocol.records import (
     offset_commit_value,
 )
 from minicoord.server.coordinator.results import Effects
+
+if TYPE_CHECKING:
+    from minicoord.server.coordinator.txn_offsets import PendingTxnOffsets
 
 TopicPartition = tuple[str, int]
 
@@ -36,6 +41,9 @@ class CommittedOffset:
 class OffsetsManager:
     def __init__(self) -> None:
         self.offsets: dict[str, dict[TopicPartition, CommittedOffset]] = {}
+        # Offsets of open transactions (TxnOffsetCommit), once there has been one: a deletion
+        # takes those of its partitions too, as Kafka's tombstone does.
+        self.pending: PendingTxnOffsets | None = None
 
     def commit(
         self,
@@ -80,18 +88,29 @@ class OffsetsManager:
     def has_offsets(self, group_id: str) -> bool:
         return bool(self.offsets.get(group_id))
 
+    def in_transaction(self, group_id: str, tp: TopicPartition) -> bool:
+        """Whether an open transaction holds an offset of the partition for the group."""
+        return self.pending is not None and self.pending.unstable(group_id, tp)
+
     def delete(self, fx: Effects, partition: int, group_id: str, tp: TopicPartition) -> bool:
+        """Delete the group's offset of the partition, and those open transactions hold (one
+        tombstone for both, as Kafka writes it); False if there was neither."""
         group = self.offsets.get(group_id)
+        pending = self.pending
+        held = pending is not None and pending.discard(group_id, tp)
         if not group or tp not in group:
-            return False
-        del group[tp]
-        if not group:
-            del self.offsets[group_id]
+            if not held:
+                return False
+        else:
+            del group[tp]
+            if not group:
+                del self.offsets[group_id]
         fx.persist(partition, Record(offset_commit_key(group_id, tp[0], tp[1]), None))
         return True
 
     def delete_group(self, fx: Effects, partition: int, group_id: str) -> int:
         group = self.offsets.pop(group_id, None) or {}
-        for topic, index in group:
+        held = self.pending.discard_group(group_id) if self.pending is not None else []
+        for topic, index in [*group, *(tp for tp in held if tp not in group)]:
             fx.persist(partition, Record(offset_commit_key(group_id, topic, index), None))
         return len(group)

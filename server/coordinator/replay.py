@@ -1,10 +1,15 @@
 """Rebuilding coordinator state from `__consumer_offsets` records (at start, per partition).
 
 Records are the source of truth: replaying a partition's log must give the state the
-coordinator had when it wrote them. A group with members comes back Stable at its
-generation, with its leader, protocol, members and assignments; its members get a fresh
-session (as Kafka does), so members that keep heartbeating carry on without a rebalance and
-members that never come back are expired by their session timeouts.
+coordinator had when it wrote them. Offset commits written in a transaction (TxnOffsetCommit)
+wait for its marker, as Kafka's replayEndTransactionMarker takes them: a commit marker makes
+them the group's unless the group's offset was written after them, an abort marker drops them,
+and those of a transaction with no marker yet are left in `open_txns`.
+
+A group with members comes back Stable at its generation, with its leader, protocol, members
+and assignments; its members get a fresh session (as Kafka does), so members that keep
+heartbeating carry on without a rebalance and members that never come back are expired by
+their session timeouts.
 """
 
 from __future__ import annotations
@@ -38,10 +43,41 @@ class PartitionReplay:
         self.groups: dict[str, Any] = {}
         self.offsets: dict[tuple[str, str, int], CommittedOffset] = {}
         self.consumer_groups: dict[str, ConsumerGroupRecords] = {}
+        # Transactional records by producer id, waiting for their marker: key -> (value,
+        # the record's offset).
+        self.open_txns: dict[int, dict[bytes, tuple[bytes | None, int]]] = {}
+        # The offset of the latest record of each key a transaction has written: what a
+        # committed transactional record must be newer than to replace it.
+        self._written_at: dict[bytes, int] = {}
 
-    def add(self, key: bytes, value: bytes | None) -> None:
+    def add(self, key: bytes, value: bytes | None, offset: int = -1) -> None:
         self.records += 1
         self.latest[key] = value
+        if self._written_at and key in self._written_at:
+            self._written_at[key] = offset
+            if value is None:
+                # A deletion takes the open transactions' offsets of the key too.
+                for records in self.open_txns.values():
+                    records.pop(key, None)
+
+    def add_transactional(
+        self, producer_id: int, key: bytes, value: bytes | None, offset: int
+    ) -> None:
+        self.records += 1
+        self.open_txns.setdefault(producer_id, {})[key] = (value, offset)
+        self._written_at.setdefault(key, -1)
+
+    def end_transaction(self, producer_id: int, commit: bool) -> None:
+        """The producer's marker: its records replace the keys' values written before them,
+        or are dropped."""
+        taken = self.open_txns.pop(producer_id, None)
+        if not taken or not commit:
+            return
+        latest, written_at = self.latest, self._written_at
+        for key, (value, offset) in taken.items():
+            if written_at[key] < offset:
+                latest[key] = value
+                written_at[key] = offset
 
     def decode(self) -> None:
         """Decode the surviving records into `groups` and `offsets` (tombstoned keys drop out)."""

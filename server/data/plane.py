@@ -11,7 +11,7 @@ long-polling are in fetching.py.
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from functools import partial
 from typing import TYPE_CHECKING
 
@@ -25,13 +25,14 @@ from minicoord.server.data.producers import ProducerIds, ProducerStates
 from minicoord.server.data.validate import InvalidBatch, Limits, check_produced
 from minicoord.server.topics import LEADER_EPOCH, OFFSETS_TOPIC, Topic, TopicRegistry
 from minicoord.storage import producer_snapshots
-from minicoord.storage.batch import TRANSACTIONAL, batch_info
+from minicoord.storage.batch import TRANSACTIONAL, batch_info, encode_batch
 from minicoord.storage.checkpoints import write_partition_metadata
 from minicoord.storage.log import LogManager
 from minicoord.storage.partition_log import PartitionLog, WriteMark
 from minicoord.storage.txn_index import PartitionTxns
 
 if TYPE_CHECKING:
+    from minicoord.protocol.records import Record
     from minicoord.server.data.produce_gate import ProduceGate
     from minicoord.server.transactions.coordinator import TransactionCoordinator
 
@@ -301,6 +302,27 @@ class DataPlane:
         state.producers.on_marker(producer_id, epoch, coordinator_epoch)
         state.txns.on_marker(producer_id, commit, base)
         state.txns.forget_before(plog.log_start_offset)
+        self.logs.touched(state.topic.name, state.index, plog)
+        return base
+
+    def append_coordinator_txn(
+        self,
+        state: PartitionState,
+        records: Sequence[Record],
+        producer_id: int,
+        epoch: int,
+        now: int,
+    ) -> int:
+        """The coordinator's records in a transactional batch of the producer's
+        (TxnOffsetCommit's offsets in `__consumer_offsets`): it opens the producer's
+        transaction in that partition, as a producer's first batch does in a topic's, and
+        the transaction's marker ends it. Returns the batch's base offset."""
+        plog = state.log
+        batch = encode_batch(plog.next_offset, records, now, producer_id, epoch)
+        info = batch_info(batch)
+        base = plog.reserve(batch, info)
+        state.producers.update(info, base)
+        state.txns.on_append(info, base)
         self.logs.touched(state.topic.name, state.index, plog)
         return base
 

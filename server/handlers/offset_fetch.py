@@ -81,7 +81,7 @@ def _fetch(
         found = [(tp, None) for tp in wanted or ()]
     # Offsets of open transactions, when the request asks for stable ones only.
     pending = ctx.broker.coordinator.txn_offsets if require_stable else None
-    if pending is not None and group_id not in pending.pending:
+    if pending is not None and not pending.by_producer:
         pending = None
     for (topic, index), committed in found:
         if pending is not None and pending.unstable(group_id, (topic, index)):

@@ -1,7 +1,9 @@
 """TxnOffsetCommit (key 28), versions 0-4: offsets committed inside a producer's transaction
-(consume-transform-produce). They become the group's committed offsets when the transaction
-commits and are dropped when it aborts (coordinator/txn_offsets.py); until then OffsetFetch
-with require_stable answers UNSTABLE_OFFSET_COMMIT for their partitions.
+(consume-transform-produce). As Kafka's coordinator writes them, their records go to the
+group's `__consumer_offsets` partition in a transactional batch of the producer's, answered
+once durable; they become the group's committed offsets when the transaction commits and are
+dropped when it aborts (coordinator/txn_offsets.py); until then OffsetFetch with
+require_stable answers UNSTABLE_OFFSET_COMMIT for their partitions.
 
 As Kafka: with ACLs, Write on the transactional id, Read on the group, Read on each topic;
 unknown topics UNKNOWN_TOPIC_OR_PARTITION; the group must have been added to the open
@@ -13,15 +15,21 @@ offset.metadata.max.bytes is OFFSET_METADATA_TOO_LARGE. v3 is flexible.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from kafka.protocol.producer import TxnOffsetCommitResponse
 from minicoord.protocol.apis import SPECS
 from minicoord.protocol.errors import ErrorCode
+from minicoord.protocol.records import Record, offset_commit_key, offset_commit_value
 from minicoord.server.coordinator.offset_requests import metadata_too_long
-from minicoord.server.coordinator.offsets import CommittedOffset
+from minicoord.server.coordinator.offsets import CommittedOffset, TopicPartition
+from minicoord.server.coordinator.results import Result
 from minicoord.server.handlers.base import Handler, RequestContext
 from minicoord.server.security import authorize
+from minicoord.server.transactions.answers import after_writes
+
+if TYPE_CHECKING:
+    from minicoord.server.broker import Broker
 
 API_KEY = 28
 TopicResponse = TxnOffsetCommitResponse.TxnOffsetCommitResponseTopic
@@ -99,6 +107,7 @@ def handle(ctx: RequestContext, request: Any) -> Any:
             refusal = coordinator.txn_commit_refused(now, group, -1, "", None)
         error = refusal or ErrorCode.NONE
     limit = broker.config.offset_metadata_max_bytes
+    accepted: list[tuple[TopicPartition, CommittedOffset]] = []
     for name, p in wanted:
         key = (name, p.partition_index)
         if error is not ErrorCode.NONE:
@@ -109,14 +118,43 @@ def handle(ctx: RequestContext, request: Any) -> Any:
             errors[key] = ErrorCode.OFFSET_METADATA_TOO_LARGE
             continue
         epoch = p.committed_leader_epoch if version >= 2 else -1
-        coordinator.pending_txn_offsets().add(
-            group,
-            request.producer_id,
-            key,
-            CommittedOffset(p.committed_offset, epoch, metadata, now),
-        )
+        accepted.append((key, CommittedOffset(p.committed_offset, epoch, metadata, now)))
         errors[key] = ErrorCode.NONE
-    return answer()
+    if not accepted:
+        return answer()
+    _write(broker, group, request.producer_id, request.producer_epoch, accepted, now)
+    return after_writes(ctx, Result(None, [], []), lambda _: answer())
+
+
+def _write(
+    broker: Broker,
+    group: str,
+    producer_id: int,
+    epoch: int,
+    accepted: list[tuple[TopicPartition, CommittedOffset]],
+    now: int,
+) -> None:
+    """The offsets' records, in one transactional batch of the producer's in the group's
+    offsets partition, and pending until the transaction ends."""
+    coordinator = broker.coordinator
+    partition = coordinator.partition_for(group)
+    if not broker.topics.offsets_topic_exists:
+        broker.create_offsets_topic(partition)
+    state = broker.data.partition(broker.topics.offsets, partition)
+    # The group's partition is served: txn_commit_refused answered its unavailability.
+    assert state is not None, f"offsets partition {partition} is not served"
+    records = [
+        Record(
+            offset_commit_key(group, topic, index),
+            offset_commit_value(o.offset, o.leader_epoch, o.metadata, o.commit_timestamp),
+        )
+        for (topic, index), o in accepted
+    ]
+    base = broker.data.append_coordinator_txn(state, records, producer_id, epoch, now)
+    pending = coordinator.pending_txn_offsets()
+    committed = coordinator.offsets
+    for i, (tp, offset) in enumerate(accepted):
+        pending.add(producer_id, group, tp, offset, base + i, committed.get(group, tp))
 
 
 HANDLER = Handler.for_spec(SPECS[API_KEY], handle, max_version=4)

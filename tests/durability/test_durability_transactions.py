@@ -2,18 +2,22 @@
 
 The coordinator's state is not kept across restarts (README, Transactions): a SIGKILL in the
 middle of a transaction must still lose nothing a producer was told committed (its markers and
-its offsets were durable before EndTxn was answered), and must not leave read_committed
+its offsets, read back from their transactional records in `__consumer_offsets` and the
+marker there, were durable before EndTxn was answered), and must not leave read_committed
 consumers stuck behind the transaction that was open. The restarted server aborts it (a
-marker at the end of each partition it wrote to) as its log loads.
+marker at the end of each partition it wrote to, the group's offsets partition included) as
+its logs load.
 """
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 from deliverykit import values_to_end
+from durakit import minicoord_log
 
 pytestmark = pytest.mark.timeout(90)
 
@@ -47,12 +51,25 @@ def test_a_crash_keeps_the_committed_transaction_and_aborts_the_open_one(
     for i in range(3):
         producer.produce(TOPIC, value=f"open-{i}".encode(), partition=i % 2)
     producer.flush(CALL_S)
+    group = Consumer({"bootstrap.servers": node.bootstrap, "group.id": "crash-group"})
+    metadata = group.consumer_group_metadata()
+    producer.send_offsets_to_transaction([TopicPartition(SOURCE, 0, 29)], metadata, CALL_S)
+    group.close()
     assert read_all(node.bootstrap, "read_committed", 2) == [f"committed-{i}" for i in range(4)]
     node.kill()
 
     node.start()
     log = node.wait_log("transaction from before the restart aborted")
-    assert log.count("transaction from before the restart aborted") == 2, log
+    # The two partitions of the topic, and the group's offsets partition, whose pending
+    # offset (29) the abort drops.
+    deadline = time.monotonic() + CALL_S
+    for _ in range(150):
+        if log.count("before the restart aborted") >= 3 or time.monotonic() > deadline:
+            break
+        time.sleep(0.1)
+        log = node.wait_log("transaction from before the restart aborted")
+    assert log.count("transaction from before the restart aborted") == 3, log
+    assert "__consumer_offsets-" in log, log
     assert read_all(node.bootstrap, "read_committed", 2) == [f"committed-{i}" for i in range(4)]
     every = [f"committed-{i}" for i in range(4)] + [f"open-{i}" for i in range(3)]
     assert read_all(node.bootstrap, "read_uncommitted", 2) == sorted(every)
@@ -70,3 +87,18 @@ def test_a_crash_keeps_the_committed_transaction_and_aborts_the_open_one(
     expected = sorted([f"committed-{i}" for i in range(4)] + ["after"])
     assert read_all(node.bootstrap, "read_committed", 2) == expected
     del producer  # the pre-crash producer: never used again
+    node.stop()
+
+    # In Kafka's format: each TxnOffsetCommit a transactional batch of the producer's in the
+    # group's offsets partition, ended there by the transaction's marker (the second by the
+    # abort written at the restart).
+    dump = minicoord_log("dump", str(node.data_dir), "--topic", "__consumer_offsets")
+    assert dump.returncode == 0, dump.stderr
+    lines = [ln for ln in dump.stdout.splitlines() if "crash-group" in ln or "marker=" in ln]
+    assert len(lines) == 4, dump.stdout
+    first, commit, second, abort = lines
+    assert "offset=17," in first and "producer_id=" in first, first
+    producer_id = first[first.index("producer_id=") :]
+    assert commit.endswith("marker=COMMIT " + producer_id), (first, commit)
+    assert "offset=29," in second and producer_id in second, second
+    assert abort.split("marker=")[1].startswith("ABORT"), abort

@@ -12,14 +12,19 @@ blobs = st.none() | st.binary(max_size=300)  # past one varint byte of length
 records = st.lists(st.builds(Record, blobs, blobs), min_size=1, max_size=150)
 
 
-def _generated(base_offset: int, batch: list[Record], timestamp: int) -> bytes:
+def _generated(
+    base_offset: int, batch: list[Record], timestamp: int, producer: tuple[int, int] | None = None
+) -> bytes:
+    """kafka-python's batch; with a producer, as Kafka's coordinator writes a transactional
+    one (its id and epoch, base sequence 0)."""
+    producer_id, epoch = producer or (-1, -1)
     builder = DefaultRecordBatchBuilder(
         magic=2,
         compression_type=0,
-        is_transactional=False,
-        producer_id=-1,
-        producer_epoch=-1,
-        base_sequence=-1,
+        is_transactional=producer is not None,
+        producer_id=producer_id,
+        producer_epoch=epoch,
+        base_sequence=-1 if producer is None else 0,
         batch_size=1 << 31,
     )
     for delta, r in enumerate(batch):
@@ -36,6 +41,18 @@ def test_byte_equal_to_kafka_pythons_builder(base: int, batch: list[Record], ts:
     parsed = check_batch(packed)  # CRC and extent verified
     assert isinstance(parsed, DefaultRecordBatch)
     assert [(r.key, r.value) for r in parsed] == [(r.key, r.value) for r in batch]
+
+
+@given(st.integers(0, 2**62), records, st.integers(0, 2**45), st.integers(0, 2**62),
+       st.integers(0, 32767))  # fmt: skip
+def test_transactional_batches_byte_equal_to_kafka_pythons_builder(
+    base: int, batch: list[Record], ts: int, producer_id: int, epoch: int
+) -> None:
+    packed = bytes(encode_batch(base, batch, ts, producer_id, epoch))
+    assert packed == _generated(base, batch, ts, (producer_id, epoch))
+    parsed = check_batch(packed)
+    assert parsed.is_transactional and not parsed.is_control_batch
+    assert (parsed.producer_id, parsed.producer_epoch) == (producer_id, epoch)
 
 
 def test_offset_deltas_past_one_table_entry() -> None:

@@ -188,3 +188,26 @@ def test_a_retention_time_past_a_long_wraps_as_javas_sum() -> None:
     assert expire == 10 + (2**63 - 1) - 2**64
     c.advance(CHECK)
     assert c.offsets.all_for("g") == {}
+
+
+def test_an_offset_an_open_transaction_holds_does_not_expire_nor_does_its_group() -> None:
+    """Kafka's retention skips a partition with a pending transactional offset, and keeps
+    a group with an open transaction; once it ends, retention goes on as before."""
+    c = coordinator()
+    member, generation = stable_member(c, 0, ["t"])
+    commit(c, 0, "t", generation, member)
+    commit(c, 0, "u", generation, member)
+    c.leave_group(1_000, "g", [(member, None)])
+    committed = c.offsets.get("g", ("t", 0))
+    c.pending_txn_offsets().add(7, "g", ("t", 0), committed, 10, committed)  # type: ignore[arg-type]
+    result = c.advance(2 * MINUTE)
+    assert [(k.topic, k.partition) for k in tombstoned(result.records)] == [("u", 0)]
+    assert set(c.offsets.all_for("g")) == {("t", 0)}
+    assert "g" in c.groups.groups
+
+    c.pending_txn_offsets().complete(c.offsets, 7, commit=False)
+    result = c.advance(2 * MINUTE + CHECK)
+    gone = tombstoned(result.records)
+    assert sorted(type(k).__name__ for k in gone) == ["GroupMetadataKey", "OffsetCommitKey"]
+    assert [(k.topic, k.partition) for k in gone if hasattr(k, "partition")] == [("t", 0)]
+    assert "g" not in c.groups.groups
