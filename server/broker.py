@@ -101,6 +101,8 @@ class Broker(ClusterMetadata):
         self.request_log: RequestLog | None = None
         self.refusals = Refusals()
         self.coordinator.on_refusal = self.refusals.consumer_group_heartbeat
+        # From the start until every log found on disk has loaded (loading.py).
+        self.loading_logs = False
         self._metadata_log: PartitionLog | None = None
         # (records read back, records skipped as undecodable) by `open_metadata`.
         self._metadata_replayed = (0, 0)
@@ -157,7 +159,10 @@ class Broker(ClusterMetadata):
             config.transaction_max_timeout_ms,
             self.allocate_producer_id,
             config.transactional_id_expiration_ms,
+            # The count the topic was made with, once it is (as for groups).
+            self.topics.transaction_state.partitions,
         )
+        coordinator.loading = self.loading_logs
         self.data.transactions = coordinator
         self._every(
             "transaction-timeouts",
@@ -168,12 +173,25 @@ class Broker(ClusterMetadata):
         self._arm_timer()
         return coordinator
 
-    def finish_transaction(self, ended: Ended, now: int) -> Result[None]:
-        """Write a transaction's markers and settle its offsets (commit or drop them); a
-        reply applied with the result is sent once they are durable."""
-        from minicoord.server.transactions.finish import finish
+    @property
+    def loaded_transactions(self) -> TransactionCoordinator | None:
+        """The transaction coordinator if something has made it (None: no transactional id
+        has been seen, and none was read back at start)."""
+        return self.__dict__.get("transactions")
 
-        return finish(self, ended, now)
+    def persist_transactions(self) -> None:
+        """Append the `__transaction_state` records of the ids whose state changed; an answer
+        applied after this waits for them."""
+        from minicoord.server.transactions.finish import persist
+
+        persist(self)
+
+    def end_transaction(self, ended: Ended, reply: Any = None) -> None:
+        """End a transaction in Kafka's two steps (transactions/finish.py); `reply` is sent
+        once it has completed."""
+        from minicoord.server.transactions.finish import end
+
+        end(self, ended, reply)
 
     def abort_timed_out_transactions(self, now: int) -> None:
         for ended in self.transactions.abort_timed_out(now):
@@ -183,8 +201,10 @@ class Broker(ClusterMetadata):
                 ended.producer_id,
                 ended.epoch,
             )
-            self.apply(self.finish_transaction(ended, now))
+            self.end_transaction(ended)
         self.transactions.expire_ids(now)
+        self.persist_transactions()
+        self.apply(Result(None, [], []))
 
     # -- applying results -------------------------------------------------------------------
 

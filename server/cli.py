@@ -100,8 +100,14 @@ def _log_command(args: argparse.Namespace) -> int:
 
 def _compacted_topics(data_dir: Path, config: Config) -> dict[str, tuple[int, int, int]]:
     """The topics whose cleanup.policy includes compact, from the cluster metadata log, each
-    with its delete.retention.ms, min.compaction.lag.ms and segment.bytes."""
-    from minicoord.server.topics import METADATA_TOPIC, TopicRegistry, replay_metadata
+    with its delete.retention.ms, min.compaction.lag.ms and segment.bytes (`__transaction_state`
+    among them once it exists; `__consumer_offsets` is cleaned by the offsets settings)."""
+    from minicoord.server.topics import (
+        METADATA_TOPIC,
+        OFFSETS_TOPIC,
+        TopicRegistry,
+        replay_metadata,
+    )
     from minicoord.storage.log import log_dir
     from minicoord.storage.partition_log import PartitionLog
 
@@ -114,8 +120,8 @@ def _compacted_topics(data_dir: Path, config: Config) -> dict[str, tuple[int, in
     plog.close()
     return {
         t.name: (cfg.delete_retention_ms, cfg.min_compaction_lag_ms, cfg.segment_bytes)
-        for t in registry.user_topics()
-        if (cfg := registry.config_of(t)).compact
+        for t in registry.all()
+        if t.name != OFFSETS_TOPIC and (cfg := registry.config_of(t)).compact
     }
 
 

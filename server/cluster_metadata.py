@@ -14,7 +14,13 @@ from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from minicoord.protocol.records import Record
-from minicoord.server.topics import METADATA_TOPIC, OFFSETS_TOPIC, Topic, replay_metadata
+from minicoord.server.topics import (
+    METADATA_TOPIC,
+    OFFSETS_TOPIC,
+    TRANSACTION_STATE_TOPIC,
+    Topic,
+    replay_metadata,
+)
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -220,6 +226,21 @@ class ClusterMetadata:
                 "created topic %s with %d partitions",
                 OFFSETS_TOPIC,
                 self.topics.offsets.partitions,
+            )
+
+    def create_transaction_state_topic(self, partition: int | None = None) -> None:
+        """`__transaction_state` comes into existence, as Kafka creates it on the first
+        FindCoordinator for a transactional id: its records, with its partition count, to the
+        metadata log, and the log of `partition` (the id's) made at once."""
+        topics = self.topics
+        if topics.create_transaction_state_topic():
+            self.persist_metadata(topics.transaction_state_records())
+            if partition is not None:
+                self.data.partition(topics.transaction_state, partition)
+            log.info(
+                "created topic %s with %d partitions",
+                TRANSACTION_STATE_TOPIC,
+                topics.transaction_state.partitions,
             )
 
     def delete_topic(self, topic: Topic) -> None:

@@ -107,6 +107,10 @@ class Config:
     # A transactional id not used for this long is forgotten (its producer id with it).
     transactional_id_expiration_ms: int = 604_800_000
     transaction_abort_timed_out_transaction_cleanup_interval_ms: int = 10_000
+    # The coordinator's log, `__transaction_state` (Kafka's defaults; fixed once the topic
+    # is made, as offsets.topic.num.partitions is).
+    transaction_state_log_num_partitions: int = 50
+    transaction_state_log_segment_bytes: int = 104_857_600
     delete_topic_enable: bool = True
     # ACLs are enforced only with an authorizer, named as Kafka names its own (README, ACLs).
     authorizer_class_name: str = ""
@@ -208,6 +212,7 @@ class Config:
             raise ConfigError("group.min.session.timeout.ms exceeds group.max.session.timeout.ms")
         for name in (
             "offsets_topic_num_partitions",
+            "transaction_state_log_num_partitions",
             "num_partitions",
             "group_max_size",
             "connections_max_idle_ms",
@@ -225,8 +230,9 @@ class Config:
             validate_listeners(self)
         if self.log_flush_policy not in ("write", "fsync", "none"):
             raise ConfigError("log.flush.policy is one of write, fsync, none")
-        if self.offsets_topic_segment_bytes < 1024:
-            raise ConfigError("offsets.topic.segment.bytes must be at least 1024")
+        for name in ("offsets_topic_segment_bytes", "transaction_state_log_segment_bytes"):
+            if getattr(self, name) < 1024:
+                raise ConfigError(f"{self.kafka_name(name)} must be at least 1024")
         if not 0 < self.log_cleaner_min_cleanable_ratio <= 1:
             raise ConfigError("log.cleaner.min.cleanable.ratio must be in (0, 1]")
         for name in ("offsets_retention_minutes", "offsets_retention_check_interval_ms"):

@@ -22,10 +22,8 @@ from collections.abc import Callable
 from minicoord.protocol.errors import ErrorCode
 from minicoord.server.broker import Broker
 from minicoord.server.coordinator.replay import PartitionReplay
-from minicoord.server.coordinator.results import Result
-from minicoord.server.data.plane import PartitionState
 from minicoord.server.data.producers import ProducerStates
-from minicoord.server.topics import METADATA_TOPIC, OFFSETS_TOPIC, Topic
+from minicoord.server.topics import METADATA_TOPIC, OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC, Topic
 from minicoord.storage import producer_snapshots
 from minicoord.storage.batch import CONTROL, TRANSACTIONAL, BatchInfo, batch_info, decode_batch
 from minicoord.storage.log import LogManager, StoreError
@@ -90,6 +88,11 @@ def plan_loading(broker: Broker) -> tuple[list[int], list[tuple[Topic, int]]]:
     on_disk = broker.logs.on_disk()
     partitions = sorted(p for name, p in on_disk if name == OFFSETS_TOPIC)
     _use_offsets_partitions(broker, partitions)
+    transaction_state = sorted(p for name, p in on_disk if name == TRANSACTION_STATE_TOPIC)
+    if transaction_state or broker.topics.transaction_state_exists:
+        from minicoord.server.transactions.loading import load_transaction_state
+
+        load_transaction_state(broker, transaction_state)
     for partition in partitions:
         broker.coordinator.begin_loading(partition)
         broker.data.unavailable[(OFFSETS_TOPIC, partition)] = ErrorCode.NOT_LEADER_OR_FOLLOWER
@@ -105,6 +108,9 @@ def plan_loading(broker: Broker) -> tuple[list[int], list[tuple[Topic, int]]]:
 
         loading = {(topic.name, index) for topic, index in topic_partitions}
         broker.data.produce_gate = ProduceGate(loading, broker.topics)
+    broker.loading_logs = bool(partitions or topic_partitions)
+    if broker.loaded_transactions is not None:
+        broker.loaded_transactions.loading = broker.loading_logs
     served = set(broker.data.partitions) | set(broker.data.unavailable)
     for name, index in on_disk:
         if name != METADATA_TOPIC and (name, index) not in served:
@@ -173,8 +179,10 @@ async def load_logs(
         broker.apply(loaded)
         broker.rearm()
         if txns.open:
-            # Offsets of transactions open at the restart: dropped, as their transactions are.
-            _abort_left_open(broker, state)
+            # Offsets of transactions open at the restart: pending again, or dropped.
+            from minicoord.server.transactions.loading import settle_left_open
+
+            settle_left_open(broker, state, replay)
         log.log(
             logging.INFO if replay.records else logging.DEBUG,
             "loaded offsets partition %d: %d records, %d groups, %d offsets in %.0f ms",
@@ -191,6 +199,12 @@ async def load_logs(
         if gate is not None:  # the Produce requests that waited for it can go on
             gate.loaded((topic.name, index))
     broker.data.produce_gate = None
+    broker.loading_logs = False
+    if broker.loaded_transactions is not None:
+        from minicoord.server.transactions.loading import finish_loading
+
+        finish_loading(broker)
+        broker.rearm()
 
 
 async def _load_topic_partition(
@@ -224,7 +238,9 @@ async def _load_topic_partition(
     producers.expire(broker.now(), broker.config.producer_id_expiration_ms)
     state = broker.data.install(topic, index, plog, producers, txns)
     if txns.open:
-        _abort_left_open(broker, state)
+        from minicoord.server.transactions.loading import settle_left_open
+
+        settle_left_open(broker, state)
     log.debug(
         "loaded %s-%d: offsets %d-%d, %d bytes in %.0f ms",
         topic.name,
@@ -234,25 +250,6 @@ async def _load_topic_partition(
         plog.size_bytes,
         (time.perf_counter() - started) * 1000,
     )
-
-
-def _abort_left_open(broker: Broker, state: PartitionState) -> None:
-    """Transactions a previous run left open here are aborted: no coordinator remembers them
-    (transaction state is not kept across restarts), and an open one would hold the last
-    stable offset, and every read_committed consumer, where it is for good."""
-    now = broker.now()
-    for pid in list(state.txns.open):
-        entry = state.producers.producers.get(pid)
-        epoch = entry.epoch if entry is not None else 0
-        log.warning(
-            "%s-%d: producer %d's transaction from before the restart aborted "
-            "(transactions do not survive a restart)",
-            state.topic.name,
-            state.index,
-            pid,
-        )
-        broker.data.write_marker(state, pid, epoch, False, now)
-    broker.apply(Result(None, [], []))
 
 
 def _offsets_not_served(broker: Broker, partition: int, exc: Exception) -> None:

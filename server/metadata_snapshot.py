@@ -52,6 +52,7 @@ def live_records(
     much live state and little dead (the usual one) decides at the cost of a count."""
     count = sum(1 + len(topics.config_of(t).overrides) + t.partitions for t in topics.user_topics())
     count += 1 + topics.offsets.partitions if topics.offsets_topic_exists else 0
+    count += 1 + topics.transaction_state.partitions if topics.transaction_state_exists else 0
     count += 1 if producer_ids.next_block_start else 0
     count += sum(len(own) for own in group_configs.overrides.values())
     count += len(acls) if acls is not None else 0

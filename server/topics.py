@@ -6,10 +6,12 @@ RemoveTopicRecord; see protocol/metadata_records.py), which the broker appends t
 `__cluster_metadata` log before answering, and `replay` rebuilds the registry from them at
 start. So a topic keeps its id, partitions and configs across restarts.
 
-`__consumer_offsets` is an internal topic, not in the metadata log (its partition count is
-`offsets.topic.num.partitions`). As in Kafka, it is listed only once it exists: Kafka creates
-it on the first FindCoordinator for a group (or a Metadata request naming it), so a fresh
-server lists no topics; here it exists from then on, or from start once a log of it is on disk.
+`__consumer_offsets` and `__transaction_state` are the coordinators' internal topics (their
+partition counts are `offsets.topic.num.partitions` and `transaction.state.log.num.partitions`
+when made, and their metadata records keep the count after). As in Kafka, each is listed only
+once it exists: Kafka creates it on the first FindCoordinator for a group, or for a
+transactional id (or a Metadata request naming it), so a fresh server lists no topics; here
+it exists from then on, or from start once a log of it is on disk.
 """
 
 from __future__ import annotations
@@ -46,7 +48,12 @@ OFFSETS_TOPIC = "__consumer_offsets"
 # a uuid.UUID: the uuid module (with platform, which it imports) is 280 KiB of an idle server,
 # so it loads with the first topic, not at start.
 OFFSETS_TOPIC_ID = "edf628af-25d1-53c4-bc07-61b211103a47"
+TRANSACTION_STATE_TOPIC = "__transaction_state"
+# uuid5(NAMESPACE_URL, "minicoord:__transaction_state"), as the offsets topic's.
+TRANSACTION_STATE_TOPIC_ID = "94b1da01-de5a-5d5c-a5c4-5fef3f83975a"
 METADATA_TOPIC = "__cluster_metadata"
+# The server's own topics, which no request may create.
+RESERVED_TOPICS = frozenset({OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC, METADATA_TOPIC})
 _LEGAL = re.compile(r"[a-zA-Z0-9._-]+")
 MAX_NAME_LENGTH = 249
 # Kafka's controller refuses a CreateTopics or CreatePartitions that would add more
@@ -104,7 +111,7 @@ def initial_topic_error(name: str, partitions: int) -> str | None:
             f"{partitions} partitions is more than CreateTopics allows in one request "
             f"({MAX_PARTITIONS_PER_REQUEST:,})"
         )
-    if name in (OFFSETS_TOPIC, METADATA_TOPIC):
+    if name in RESERVED_TOPICS:
         return f"{name} is the server's own topic and cannot be created"
     return topic_name_error(name)
 
@@ -218,6 +225,26 @@ class TopicRegistry:
         offsets.config = config
         return offsets
 
+    @functools.cached_property
+    def transaction_state(self) -> Topic:
+        """The transaction coordinator's, as `offsets` is the group coordinator's."""
+        import uuid
+
+        topic = Topic(
+            TRANSACTION_STATE_TOPIC,
+            self.config.transaction_state_log_num_partitions,
+            uuid.UUID(TRANSACTION_STATE_TOPIC_ID),
+            internal=True,
+        )
+        # Kafka's creation overrides (TransactionLog's config: compacted, uncompressed).
+        overrides = {"cleanup.policy": "compact", "compression.type": "uncompressed"}
+        config = TopicConfig(overrides, self.defaults)
+        segment = self.config.transaction_state_log_segment_bytes
+        config.overrides["segment.bytes"] = str(segment)
+        config.segment_bytes = segment
+        topic.config = config
+        return topic
+
     def _no_overrides(self) -> TopicConfig:
         # One for every topic without overrides read back at start: a TopicConfig is never
         # changed once made (a change makes a new one), and each costs fifteen parses.
@@ -274,12 +301,30 @@ class TopicRegistry:
         """The records that make `__consumer_offsets` durable with its partition count, as
         Kafka's controller records the topic: a restart keeps the count it was made with,
         whatever offsets.topic.num.partitions says by then (a group's partition depends on it)."""
-        offsets = self.offsets
-        # Without its configs: those follow offsets.topic.* at each start, as Kafka's broker
-        # configs do (its creation overrides cannot be altered here).
-        records = [mr.encode(mr.TopicRecord(name=offsets.name, topic_id=offsets.topic_id))]
+        return self._internal_records(self.offsets)
+
+    @property
+    def transaction_state_exists(self) -> bool:
+        return TRANSACTION_STATE_TOPIC in self._by_name
+
+    def create_transaction_state_topic(self) -> bool:
+        """Make `__transaction_state` exist for requests; False if it already did."""
+        if self.transaction_state_exists:
+            return False
+        self._add(self.transaction_state)
+        return True
+
+    def transaction_state_records(self) -> list[bytes]:
+        """As `offsets_records`, for `__transaction_state` (a transactional id's partition
+        depends on its count)."""
+        return self._internal_records(self.transaction_state)
+
+    def _internal_records(self, topic: Topic) -> list[bytes]:
+        # Without its configs: those follow the broker's configs at each start, as Kafka's
+        # do (its creation overrides cannot be altered here).
+        records = [mr.encode(mr.TopicRecord(name=topic.name, topic_id=topic.topic_id))]
         records += [
-            _partition_record(offsets.topic_id, i, self.config) for i in range(offsets.partitions)
+            _partition_record(topic.topic_id, i, self.config) for i in range(topic.partitions)
         ]
         return records
 
@@ -298,7 +343,7 @@ class TopicRegistry:
         reason = topic_name_error(name)
         if reason is not None:
             return ErrorCode.INVALID_TOPIC_EXCEPTION, reason
-        if name in self._by_name or name in (METADATA_TOPIC, OFFSETS_TOPIC):
+        if name in self._by_name or name in RESERVED_TOPICS:
             return ErrorCode.TOPIC_ALREADY_EXISTS, f"Topic '{name}' already exists."
         existing = self.colliding(name)
         if existing is not None:
@@ -367,6 +412,8 @@ class TopicRegistry:
             ]
         if self.offsets_topic_exists:
             records += self.offsets_records()
+        if self.transaction_state_exists:
+            records += self.transaction_state_records()
         return records
 
     # -- replay ---------------------------------------------------------------------------
@@ -375,9 +422,9 @@ class TopicRegistry:
         """Apply one metadata record read back from the log at start."""
         self.generation += 1
         if isinstance(record, mr.TopicRecord):
-            if record.name == OFFSETS_TOPIC:
-                # Its count is what its PartitionRecords say, not offsets.topic.num.partitions.
-                topic = self.offsets
+            if record.name in (OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC):
+                # Its count is what its PartitionRecords say, not the broker's config.
+                topic = self.offsets if record.name == OFFSETS_TOPIC else self.transaction_state
                 topic.partitions = 0
             else:
                 topic = Topic(record.name, 0, record.topic_id)

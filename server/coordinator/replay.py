@@ -79,6 +79,26 @@ class PartitionReplay:
                 latest[key] = value
                 written_at[key] = offset
 
+    def pending_offsets(
+        self, producer_id: int
+    ) -> list[tuple[str, tuple[str, int], CommittedOffset, int, bool]]:
+        """The offsets of the producer's transaction still open at the log's end: (group,
+        partition, offset, its record's offset, whether a later commit replaced it)."""
+        from minicoord.protocol.classic_records import OffsetCommitKey
+
+        out = []
+        for key, (value, offset) in self.open_txns.get(producer_id, {}).items():
+            decoded = decode_key(key)
+            if value is None or not isinstance(decoded, OffsetCommitKey):
+                continue
+            v = decode_value(decoded, value)
+            committed = CommittedOffset(
+                v.offset, v.leader_epoch, v.metadata or "", v.commit_timestamp
+            )
+            tp = (decoded.topic, decoded.partition)
+            out.append((decoded.group, tp, committed, offset, self._written_at[key] > offset))
+        return out
+
     def decode(self) -> None:
         """Decode the surviving records into `groups` and `offsets` (tombstoned keys drop out)."""
         # Imported here: the generated record classes are built on first use, not at start.

@@ -138,11 +138,11 @@ class DataPlane:
         state = self.partitions.get(key)
         if (
             state is None
-            and topic.name == OFFSETS_TOPIC
+            and topic.internal
             and key not in self.unavailable
             and 0 <= index < topic.partitions
         ):
-            # The coordinator has not written here yet: an empty log, made on first use.
+            # A coordinator has not written here yet: an empty log, made on first use.
             plog = self.logs.get_or_open(topic.name, index, self.segment_bytes(topic))
             state = self.install(topic, index, plog)
         return state
@@ -159,7 +159,7 @@ class DataPlane:
         state = PartitionState(
             topic, index, plog, producers or ProducerStates(), txns or PartitionTxns()
         )
-        if topic.name != OFFSETS_TOPIC:
+        if not topic.internal:
             plog.segment_ms = self.topics.config_of(topic).roll_ms
             if plog.directory is not None:
                 plog.at_boundary = partial(_snapshot_producers, plog, state.producers)
@@ -324,6 +324,13 @@ class DataPlane:
         state.producers.update(info, base)
         state.txns.on_append(info, base)
         self.logs.touched(state.topic.name, state.index, plog)
+        return base
+
+    def append_records(self, state: PartitionState, records: Sequence[Record], now: int) -> int:
+        """A coordinator's records in one batch (the transaction coordinator's state); returns
+        its base offset."""
+        base = state.log.append(records, now)
+        self.logs.touched(state.topic.name, state.index, state.log)
         return base
 
     def committed(self, marks: Iterable[tuple[PartitionLog, WriteMark]]) -> Effects:

@@ -15,6 +15,7 @@ from minicoord.protocol.errors import ErrorCode
 from minicoord.server.coordinator.results import Result
 from minicoord.server.handlers.base import Handler, RequestContext
 from minicoord.server.security import authorize
+from minicoord.server.topics import OFFSETS_TOPIC
 from minicoord.server.transactions.answers import after_writes, compatible
 
 API_KEY = 25
@@ -33,9 +34,12 @@ def handle(ctx: RequestContext, request: Any) -> Any:
             return answer(ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
         if authorize.group_denied(ctx, group):
             return answer(ErrorCode.GROUP_AUTHORIZATION_FAILED)
+    # The group's offsets partition joins the transaction, as Kafka records it.
+    offsets_partition = (OFFSETS_TOPIC, broker.coordinator.partition_for(group))
     error = broker.transactions.add_partitions(
-        tid, request.producer_id, request.producer_epoch, [], broker.now(), (group,)
+        tid, request.producer_id, request.producer_epoch, [offsets_partition], broker.now()
     )
+    broker.persist_transactions()
     error = compatible(error, version, 2)
     return after_writes(ctx, Result(None, [], []), lambda _: answer(error))
 

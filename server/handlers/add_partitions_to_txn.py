@@ -72,6 +72,7 @@ def handle(ctx: RequestContext, request: Any) -> Any:
         tid, request.v3_and_below_producer_id, request.v3_and_below_producer_epoch, every,
         broker.now(),
     )  # fmt: skip
+    broker.persist_transactions()
     error = compatible(error, version, 2)
     return after_writes(ctx, Result(None, [], []), lambda _: answer(dict.fromkeys(every, error)))
 

@@ -21,7 +21,6 @@ from minicoord.protocol.apis import SPECS
 from minicoord.protocol.errors import ErrorCode
 from minicoord.server.handlers.base import Handler, RequestContext
 from minicoord.server.security import authorize
-from minicoord.server.topics import OFFSETS_TOPIC
 from minicoord.server.transactions.coordinator import ONGOING, Txn
 
 API_KEY = 65
@@ -62,9 +61,6 @@ def _described(ctx: RequestContext, txn: Txn) -> Any:
     partitions: dict[str, list[int]] = {}
     for name, index in sorted(txn.partitions):
         partitions.setdefault(name, []).append(index)
-    for group in sorted(txn.groups):
-        index = ctx.broker.coordinator.partition_for(group)
-        partitions.setdefault(OFFSETS_TOPIC, []).append(index)
     return TransactionState(
         error_code=ErrorCode.NONE,
         transactional_id=txn.transactional_id,

@@ -2,11 +2,13 @@
 
 The coordinator's answer (TransactionCoordinator.endTransaction, transaction version 1): a
 retry of the EndTxn that completed the transaction is NONE; the other way round, or with no
-transaction open, INVALID_TXN_STATE. On success the markers are written to every partition
-of the transaction and its offsets committed (or dropped) in the same turn, and the answer
-waits until they are durable: a committed transaction is readable by read_committed consumers
-when its producer learns it committed. With ACLs: Write on the transactional id. v3 is
-flexible; v5 (transaction version 2, an epoch bump with every transaction) is not served.
+transaction open, INVALID_TXN_STATE; one still writing its markers, CONCURRENT_TRANSACTIONS.
+On success the transaction ends in Kafka's two steps (transactions/finish.py: the prepared
+record, then the markers in every partition of the transaction, which commit or drop its
+offsets, then the completed record), and the answer waits until all are durable: a committed
+transaction is readable by read_committed consumers when its producer learns it committed.
+With ACLs: Write on the transactional id. v3 is flexible; v5 (transaction version 2, an epoch
+bump with every transaction) is not served.
 """
 
 from __future__ import annotations
@@ -36,13 +38,15 @@ def handle(ctx: RequestContext, request: Any) -> Any:
         ctx, authorize.WRITE, authorize.TRANSACTIONAL_ID, tid
     ):
         return answer(ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
-    now = broker.now()
     error, ended = broker.transactions.end_txn(
-        tid, request.producer_id, request.producer_epoch, request.committed, now
+        tid, request.producer_id, request.producer_epoch, request.committed, broker.now()
     )
-    result = broker.finish_transaction(ended, now) if ended is not None else Result(None, [], [])
     error = compatible(error, version, 2)
-    return after_writes(ctx, result, lambda _: answer(error))
+    if ended is None:
+        return after_writes(ctx, Result(None, [], []), lambda _: answer(error))
+    parked = ctx.park(lambda _: answer(error))
+    broker.end_transaction(ended, parked)
+    return parked
 
 
 HANDLER = Handler.for_spec(SPECS[API_KEY], handle, max_version=4)

@@ -40,6 +40,15 @@ def _lookup(ctx: RequestContext, key: str, key_type: int) -> tuple[ErrorCode, st
         if not key:
             refused(ctx, ErrorCode.INVALID_REQUEST, "empty transactional id")
             return ErrorCode.INVALID_REQUEST, "empty transactional id"
+        broker = ctx.broker
+        coordinator = broker.transactions
+        # As for groups: a loading coordinator is still this node (its requests then get
+        # COORDINATOR_LOAD_IN_PROGRESS), one whose partition failed to load is none.
+        if coordinator.refused(key) is ErrorCode.COORDINATOR_NOT_AVAILABLE:
+            return ErrorCode.COORDINATOR_NOT_AVAILABLE, "the id's transaction log is unavailable"
+        if not broker.topics.transaction_state_exists:
+            # Kafka creates the topic on the first lookup of a transaction coordinator.
+            broker.create_transaction_state_topic(coordinator.partition_for(key))
         return ErrorCode.NONE, None
     if key_type != GROUP_KEY:
         refused(ctx, ErrorCode.INVALID_REQUEST, f"unknown key type {key_type}")

@@ -61,15 +61,18 @@ def handle(ctx: RequestContext, request: Any) -> Any:
         outcome = broker.transactions.init_producer_id(
             tid, request.transaction_timeout_ms, pid, epoch, now
         )
-        result = (
-            broker.finish_transaction(outcome.aborted, now)
-            if outcome.aborted is not None
-            else Result(None, [], [])
-        )
         error = compatible(outcome.error, version, 4)
-        return after_writes(
-            ctx, result, lambda _: answer(error, outcome.producer_id, outcome.epoch)
-        )
+
+        def build(_: Any) -> Any:
+            return answer(error, outcome.producer_id, outcome.epoch)
+
+        if outcome.aborted is not None:
+            # The fenced producer's transaction is aborted first; the answer follows.
+            parked = ctx.park(build)
+            broker.end_transaction(outcome.aborted, parked)
+            return parked
+        broker.persist_transactions()
+        return after_writes(ctx, Result(None, [], []), build)
     # Answered once the block the id came from is durable.
     producer_id = broker.allocate_producer_id()
     return after_writes(ctx, Result(None, [], []), lambda _: answer(ErrorCode.NONE, producer_id, 0))

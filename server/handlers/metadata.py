@@ -19,7 +19,12 @@ from minicoord.server import cluster_view
 from minicoord.server.coordinator.results import Result
 from minicoord.server.handlers.base import EncodedResponse, Handler, RequestContext
 from minicoord.server.security import authorize
-from minicoord.server.topics import OFFSETS_TOPIC, Topic, topic_name_error
+from minicoord.server.topics import (
+    OFFSETS_TOPIC,
+    TRANSACTION_STATE_TOPIC,
+    Topic,
+    topic_name_error,
+)
 
 API_KEY = 3
 TOPIC = authorize.TOPIC
@@ -165,6 +170,9 @@ def _answer(ctx: RequestContext, request: Any) -> Any:
                     # Before its first use: Kafka creates it when named here, as any topic.
                     broker.create_offsets_topic()
                     found = registry.offsets
+                elif name == TRANSACTION_STATE_TOPIC:
+                    broker.create_transaction_state_topic()
+                    found = registry.transaction_state
                 else:
                     found = broker.create_topic(name, config.num_partitions)
                     created = True

@@ -26,6 +26,7 @@ from minicoord.server.coordinator.offsets import CommittedOffset, TopicPartition
 from minicoord.server.coordinator.results import Result
 from minicoord.server.handlers.base import Handler, RequestContext
 from minicoord.server.security import authorize
+from minicoord.server.topics import OFFSETS_TOPIC
 from minicoord.server.transactions.answers import after_writes
 
 if TYPE_CHECKING:
@@ -94,7 +95,10 @@ def handle(ctx: RequestContext, request: Any) -> Any:
     coordinator = broker.coordinator
     now = broker.now()
     error = broker.transactions.in_transaction(
-        tid, request.producer_id, request.producer_epoch, group
+        tid,
+        request.producer_id,
+        request.producer_epoch,
+        (OFFSETS_TOPIC, coordinator.partition_for(group)),
     )
     if error is ErrorCode.PRODUCER_FENCED:
         error = ErrorCode.INVALID_PRODUCER_EPOCH

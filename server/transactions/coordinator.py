@@ -1,16 +1,17 @@
 """The transaction coordinator's rules (Kafka's TransactionCoordinator, transaction version 1).
 
-Sans-IO: each call is given the time and returns an error code and, when a transaction ends,
-what ended (`Ended`): the shell writes its markers to the transaction's partitions and settles
-its offsets in the group coordinator, and answers once those are durable. A single node
-writes its markers in the same turn, so a transaction never rests in PrepareCommit or
-PrepareAbort between requests, and no request meets one there (Kafka's
-CONCURRENT_TRANSACTIONS).
+Sans-IO: each call is given the time and returns an error code and, when a transaction is to
+end, what ends (`Ended`). Ending takes Kafka's two steps: the transaction moves to
+PrepareCommit or PrepareAbort, which the shell makes durable first; then it writes the markers
+to the transaction's partitions (a group's offsets partition among them) and, once those are
+durable, `complete` moves it to CompleteCommit or CompleteAbort. Meanwhile requests for the id
+get CONCURRENT_TRANSACTIONS, which clients retry. A crash between the steps loses nothing:
+the restarted coordinator finds the transaction prepared and writes its markers again.
 
-State lives in memory: a restart forgets the transactional ids, and every transaction left
-open in a partition's log is aborted when that log loads (loading.py), so no open transaction
-outlives the coordinator that knew it; a producer of before the restart is fenced by the
-verification every transactional batch passes (`verify`).
+Every change of an id's state is named in `changed`; the shell writes each as a
+`__transaction_state` record (TransactionLogKey/Value, `record`), in the partition Kafka would
+(`partition_for`), and `load` rebuilds the state from those records at start, so ids, epochs
+and open transactions survive a restart.
 """
 
 from __future__ import annotations
@@ -20,14 +21,20 @@ from dataclasses import field
 
 from minicoord.protocol.errors import ErrorCode
 from minicoord.protocol.lean_dataclass import dataclass
+from minicoord.server.coordinator.partitioning import partition_for
 
 TopicPartition = tuple[str, int]
 
 # Kafka's names for the states, as DescribeTransactions and ListTransactions report them.
 EMPTY = "Empty"
 ONGOING = "Ongoing"
+PREPARE_COMMIT = "PrepareCommit"
+PREPARE_ABORT = "PrepareAbort"
 COMPLETE_COMMIT = "CompleteCommit"
 COMPLETE_ABORT = "CompleteAbort"
+# Between the two steps of ending: the markers are being written.
+ENDING = (PREPARE_COMMIT, PREPARE_ABORT)
+OPEN = (ONGOING, PREPARE_COMMIT, PREPARE_ABORT)
 
 # An epoch is an int16; past this one the coordinator moves the id to a new producer id.
 MAX_EPOCH = 32766
@@ -45,8 +52,9 @@ class Txn:
     # The id and epoch before the latest InitProducerId: a retry of it (KIP-360) names these.
     last_producer_id: int = -1
     last_epoch: int = -1
+    # Its partitions, a group's `__consumer_offsets` partition among them once AddOffsetsToTxn
+    # added the group (as Kafka records it).
     partitions: set[TopicPartition] = field(default_factory=set)
-    groups: set[str] = field(default_factory=set)
     start_ms: int = -1
     update_ms: int = -1
 
@@ -60,7 +68,6 @@ class Ended:
     epoch: int
     commit: bool
     partitions: tuple[TopicPartition, ...]
-    groups: tuple[str, ...]
 
 
 @dataclass(frozen=True, slots=True)
@@ -78,11 +85,33 @@ class TransactionCoordinator:
         max_timeout_ms: int,
         new_producer_id: Callable[[], int],
         id_expiration_ms: int = 604_800_000,
+        num_partitions: int = 50,
     ) -> None:
         self.max_timeout_ms = max_timeout_ms
         self.new_producer_id = new_producer_id
         self.id_expiration_ms = id_expiration_ms
+        self.num_partitions = num_partitions
         self.txns: dict[str, Txn] = {}
+        # The ids whose state changed since the shell last wrote them (a removed one: its
+        # tombstone).
+        self.changed: dict[str, None] = {}
+        # `__transaction_state` partitions whose log could not be read: their ids are refused.
+        self.unavailable: set[int] = set()
+        # While the server's logs load at start: every id is refused (loading.py).
+        self.loading = False
+
+    def partition_for(self, tid: str) -> int:
+        """The id's `__transaction_state` partition: Kafka's partitionFor."""
+        return partition_for(tid, self.num_partitions)
+
+    def refused(self, tid: str) -> ErrorCode | None:
+        """COORDINATOR_LOAD_IN_PROGRESS while the logs load; COORDINATOR_NOT_AVAILABLE for an
+        id whose partition could not be loaded."""
+        if self.loading:
+            return ErrorCode.COORDINATOR_LOAD_IN_PROGRESS
+        if self.unavailable and self.partition_for(tid) in self.unavailable:
+            return ErrorCode.COORDINATOR_NOT_AVAILABLE
+        return None
 
     # -- InitProducerId -----------------------------------------------------------------------
 
@@ -91,13 +120,19 @@ class TransactionCoordinator:
     ) -> InitOutcome:
         """An id and epoch for the transactional id, fencing any earlier producer of it.
         `producer_id`/`epoch` are the caller's current ones (KIP-360, v3+), or -1."""
+        refused = self.refused(tid)
+        if refused is not None:
+            return InitOutcome(refused)
         if timeout_ms <= 0 or timeout_ms > self.max_timeout_ms:
             return InitOutcome(ErrorCode.INVALID_TRANSACTION_TIMEOUT)
         txn = self.txns.get(tid)
         if txn is None:
             txn = self.txns[tid] = Txn(tid, self.new_producer_id(), 0, timeout_ms)
             txn.update_ms = now
+            self.changed[tid] = None
             return InitOutcome(_NONE, txn.producer_id, 0)
+        if txn.state in ENDING:
+            return InitOutcome(ErrorCode.CONCURRENT_TRANSACTIONS)
         if producer_id != -1:
             if producer_id == txn.last_producer_id and epoch == txn.last_epoch:
                 # A retry whose answer was lost: answered again, no second bump.
@@ -111,20 +146,26 @@ class TransactionCoordinator:
             # The open transaction of the producer being fenced is aborted under a bumped
             # epoch (Kafka's PrepareEpochFence, then PrepareAbort), its markers under the
             # producer id its batches carry.
+            # The answer waits for the abort to complete.
             self._fence(txn)
-            aborted = self._end(txn, False, now)
+            aborted = self._prepare(txn, False, now)
         if txn.epoch >= MAX_EPOCH:
             txn.producer_id, txn.epoch = self.new_producer_id(), 0
         elif aborted is None:
             txn.epoch += 1
         txn.timeout_ms = timeout_ms
-        txn.state = EMPTY if aborted is None else COMPLETE_ABORT
+        if aborted is None:
+            txn.state = EMPTY
         txn.update_ms = now
+        self.changed[tid] = None
         return InitOutcome(_NONE, txn.producer_id, txn.epoch, aborted)
 
     # -- the transaction's partitions -----------------------------------------------------------
 
     def _check(self, tid: str, producer_id: int, epoch: int) -> tuple[ErrorCode, Txn | None]:
+        refused = self.refused(tid)
+        if refused is not None:
+            return refused, None
         txn = self.txns.get(tid)
         if txn is None or txn.producer_id != producer_id:
             return ErrorCode.INVALID_PRODUCER_ID_MAPPING, None
@@ -133,35 +174,37 @@ class TransactionCoordinator:
         return _NONE, txn
 
     def add_partitions(
-        self,
-        tid: str,
-        producer_id: int,
-        epoch: int,
-        partitions: list[TopicPartition],
-        now: int,
-        groups: tuple[str, ...] = (),
+        self, tid: str, producer_id: int, epoch: int, partitions: list[TopicPartition], now: int
     ) -> ErrorCode:
-        """AddPartitionsToTxn (and AddOffsetsToTxn's group): the transaction begins, or grows."""
+        """AddPartitionsToTxn (and AddOffsetsToTxn, with the group's offsets partition): the
+        transaction begins, or grows."""
         error, txn = self._check(tid, producer_id, epoch)
         if txn is None:
             return error
+        if txn.state in ENDING:
+            return ErrorCode.CONCURRENT_TRANSACTIONS
         if txn.state != ONGOING:
             txn.state = ONGOING
             txn.start_ms = now
             txn.partitions = set()
-            txn.groups = set()
+        elif txn.partitions.issuperset(partitions):
+            return _NONE  # nothing new: nothing to write (as Kafka answers at once)
         txn.partitions.update(partitions)
-        txn.groups.update(groups)
         txn.update_ms = now
+        self.changed[tid] = None
         return _NONE
 
-    def in_transaction(self, tid: str, producer_id: int, epoch: int, group: str) -> ErrorCode:
-        """TxnOffsetCommit's check: the group was added (AddOffsetsToTxn) to this open
-        transaction."""
+    def in_transaction(
+        self, tid: str, producer_id: int, epoch: int, offsets_partition: TopicPartition
+    ) -> ErrorCode:
+        """TxnOffsetCommit's check: the group's offsets partition was added (AddOffsetsToTxn)
+        to this open transaction."""
         error, txn = self._check(tid, producer_id, epoch)
         if txn is None:
             return error
-        if txn.state != ONGOING or group not in txn.groups:
+        if txn.state in ENDING:
+            return ErrorCode.CONCURRENT_TRANSACTIONS
+        if txn.state != ONGOING or offsets_partition not in txn.partitions:
             return ErrorCode.INVALID_TXN_STATE
         return _NONE
 
@@ -195,35 +238,64 @@ class TransactionCoordinator:
             return error, None
         state = txn.state
         if state == ONGOING:
-            return _NONE, self._end(txn, commit, now)
+            return _NONE, self._prepare(txn, commit, now)
+        if state == (PREPARE_COMMIT if commit else PREPARE_ABORT):
+            return ErrorCode.CONCURRENT_TRANSACTIONS, None  # still writing its markers
         if state == (COMPLETE_COMMIT if commit else COMPLETE_ABORT):
             return _NONE, None  # a retry of the EndTxn that completed it
         return ErrorCode.INVALID_TXN_STATE, None
 
-    def _end(self, txn: Txn, commit: bool, now: int) -> Ended:
-        ended = Ended(
+    def _prepare(self, txn: Txn, commit: bool, now: int) -> Ended:
+        """The first step of ending (PrepareCommit or PrepareAbort)."""
+        txn.state = PREPARE_COMMIT if commit else PREPARE_ABORT
+        txn.update_ms = now
+        self.changed[txn.transactional_id] = None
+        return self._ended(txn)
+
+    @staticmethod
+    def _ended(txn: Txn) -> Ended:
+        return Ended(
             txn.transactional_id,
             txn.producer_id,
             txn.epoch,
-            commit,
+            txn.state == PREPARE_COMMIT,
             tuple(sorted(txn.partitions)),
-            tuple(sorted(txn.groups)),
         )
-        txn.state = COMPLETE_COMMIT if commit else COMPLETE_ABORT
+
+    def complete(self, ended: Ended, now: int) -> None:
+        """The second step: the transaction's markers are durable."""
+        txn = self.txns.get(ended.transactional_id)
+        if txn is None or txn.state not in ENDING:
+            return
+        txn.state = COMPLETE_COMMIT if ended.commit else COMPLETE_ABORT
         txn.partitions = set()
-        txn.groups = set()
         txn.update_ms = now
-        return ended
+        self.changed[txn.transactional_id] = None
+
+    def in_flight(self) -> list[Ended]:
+        """The transactions between the two steps (found so at start: their markers are
+        written again)."""
+        return [self._ended(txn) for txn in self.txns.values() if txn.state in ENDING]
+
+    def holds(self, producer_id: int, tp: TopicPartition) -> bool:
+        """Whether an open (or ending) transaction of this producer id holds the partition:
+        what a partition loading at start asks of a transaction left open in its log."""
+        return any(
+            txn.producer_id == producer_id and txn.state in OPEN and tp in txn.partitions
+            for txn in self.txns.values()
+        )
 
     def abort_timed_out(self, now: int) -> list[Ended]:
         """Transactions open longer than their timeout, aborted under a bumped epoch so their
         producer is fenced (Kafka's abortTimedOutTransactions)."""
-        out = []
+        out: list[Ended] = []
+        if self.loading:
+            return out  # a partition of it may still be loading: checked once all are
         for txn in self.txns.values():
             if txn.state == ONGOING and now - txn.start_ms > txn.timeout_ms:
                 txn.last_producer_id, txn.last_epoch = -1, -1
                 self._fence(txn)
-                out.append(self._end(txn, False, now))
+                out.append(self._prepare(txn, False, now))
         return out
 
     @staticmethod
@@ -240,11 +312,54 @@ class TransactionCoordinator:
         expired = [
             tid
             for tid, txn in self.txns.items()
-            if txn.state != ONGOING and now - txn.update_ms >= self.id_expiration_ms
+            if txn.state not in OPEN and now - txn.update_ms >= self.id_expiration_ms
         ]
         for tid in expired:
             del self.txns[tid]
+            self.changed[tid] = None
         return len(expired)
+
+    # -- the log ------------------------------------------------------------------------------
+
+    def record(self, tid: str) -> tuple[int, bytes, bytes | None]:
+        """The id's partition, key and value (None: a tombstone, the id is gone), as Kafka's
+        TransactionLog writes them."""
+        from minicoord.protocol import transaction_records as tr
+
+        key = tr.encode_key(tid)
+        txn = self.txns.get(tid)
+        if txn is None:
+            return self.partition_for(tid), key, None
+        value = tr.encode_value(
+            txn.producer_id,
+            txn.epoch,
+            txn.timeout_ms,
+            txn.state,
+            None if txn.state == EMPTY else txn.partitions,
+            txn.update_ms,
+            txn.start_ms,
+        )
+        return self.partition_for(tid), key, value
+
+    def load(self, tid: str, value: bytes | None) -> None:
+        """One id's latest record, read back at start."""
+        from minicoord.protocol import transaction_records as tr
+
+        if value is None:
+            self.txns.pop(tid, None)
+            return
+        v = tr.decode_value(value)
+        state = tr.STATUS_NAMES[v.transaction_status]
+        if state == "Dead":
+            self.txns.pop(tid, None)
+            return
+        if state == "PrepareEpochFence":
+            state = PREPARE_ABORT
+        txn = Txn(tid, v.producer_id, v.producer_epoch, v.transaction_timeout_ms, state)
+        txn.partitions = tr.partitions_of(v)
+        txn.start_ms = v.transaction_start_timestamp_ms
+        txn.update_ms = v.transaction_last_update_timestamp_ms
+        self.txns[tid] = txn
 
     # -- describing -----------------------------------------------------------------------------
 
