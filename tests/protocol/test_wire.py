@@ -1023,27 +1023,64 @@ async def test_metadata_authorized_operations_cover_unknown_and_invalid_names(
 ) -> None:
     # Kafka sets a topic's authorized operations on every topic the principal may describe,
     # whatever its error (KafkaApis.handleTopicMetadataRequest); not on an unknown topic id.
-    asked = [
-        MetadataRequest.MetadataRequestTopic(name=TOPIC, topic_id=None),
-        MetadataRequest.MetadataRequestTopic(name="no-such-topic", topic_id=None),
-        MetadataRequest.MetadataRequestTopic(name="bad name!", topic_id=None),
-        MetadataRequest.MetadataRequestTopic(name=None, topic_id=uuid.uuid4()),
-    ]
-    request = MetadataRequest(
-        version=12,
-        topics=asked,
-        allow_auto_topic_creation=False,
-        include_topic_authorized_operations=True,
+    async def ask(*asked: Any) -> list[tuple[int, Any]]:
+        request = MetadataRequest(
+            version=12,
+            topics=list(asked),
+            allow_auto_topic_creation=False,
+            include_topic_authorized_operations=True,
+        )
+        answer = await raw_client.request(request, 12)
+        return [(t.error_code, t.authorized_operations) for t in answer.topics]
+
+    topic = MetadataRequest.MetadataRequestTopic
+    got = await ask(
+        topic(name=TOPIC, topic_id=None),
+        topic(name="no-such-topic", topic_id=None),
+        topic(name="bad name!", topic_id=None),
     )
-    answer = await raw_client.request(request, 12)
-    got = [(t.error_code, t.authorized_operations) for t in answer.topics]
     everything = got[0][1]
     assert got[0][0] == ErrorCode.NONE and everything
-    # (None: the schema's default, Int.MinValue, "not computed")
     assert got[1:] == [
         (ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, everything),
         (ErrorCode.INVALID_TOPIC_EXCEPTION, everything),
-        (ErrorCode.UNKNOWN_TOPIC_ID, None),
+    ]
+    # (None: the schema's default, Int.MinValue, "not computed")
+    assert await ask(topic(name=None, topic_id=uuid.uuid4())) == [
+        (ErrorCode.UNKNOWN_TOPIC_ID, None)
+    ]
+
+
+async def test_metadata_with_a_topic_id_is_answered_by_ids_alone(
+    raw_client: ProtocolClient,
+) -> None:
+    """As KafkaApis.handleTopicMetadataRequest: one non-zero topic id and the request is
+    answered by its ids, each once, the names beside them ignored. The Java admin client's
+    describeTopics(TopicCollection.ofTopicIds(...)) sends each id with the name its schema
+    defaults to, "" (and reads the answer by id, failing on an entry without one)."""
+    topic = MetadataRequest.MetadataRequestTopic
+    every = await raw_client.request(
+        MetadataRequest(version=12, topics=None, allow_auto_topic_creation=False,
+                        include_topic_authorized_operations=False),
+        12,
+    )  # fmt: skip
+    (known,) = [t.topic_id for t in every.topics if t.name == TOPIC]
+    unknown = uuid.uuid4()
+    request = MetadataRequest(
+        version=12,
+        topics=[
+            topic(name="", topic_id=known),
+            topic(name="", topic_id=unknown),
+            topic(name="", topic_id=known),
+            topic(name="no-such-topic", topic_id=None),
+        ],
+        allow_auto_topic_creation=True,
+        include_topic_authorized_operations=False,
+    )
+    answer = await raw_client.request(request, 12)
+    assert [(t.name, t.topic_id, t.error_code) for t in answer.topics] == [
+        (TOPIC, known, ErrorCode.NONE),
+        (None, unknown, ErrorCode.UNKNOWN_TOPIC_ID),
     ]
 
 
