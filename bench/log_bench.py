@@ -153,7 +153,7 @@ def recovery(records: int, keys: int) -> dict[str, Any]:
         size = sum(p.stat().st_size for p in data_dir.rglob("*.log"))
         logs = LogManager(data_dir)
         started = time.perf_counter()
-        plog, replay = read_offsets_partition(logs, 0, 8 * 1024 * 1024)
+        plog, replay, _producers, _txns = read_offsets_partition(logs, 0, 8 * 1024 * 1024)
         elapsed = time.perf_counter() - started
         plog.close()
     assert replay.records == records
