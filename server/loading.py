@@ -1,8 +1,10 @@
 """Opening the logs found on disk at start, without blocking the server.
 
 The cluster metadata log is replayed first, before the listener opens (it is small and says
-which topics exist). Every other log is then marked unavailable and opened in a worker
-thread, one at a time, and installed on the event loop: `__consumer_offsets` partitions first
+which topics exist), then `__transaction_state` (small too, and what every partition with a
+transaction left open is settled against: transactions/loading.py). Every other log is then
+marked unavailable and opened in a worker thread, one at a time, and installed on the event
+loop: `__consumer_offsets` partitions first
 (their records are replayed into the coordinator; meanwhile their groups get
 COORDINATOR_LOAD_IN_PROGRESS), then topic partitions (their producer state is rebuilt from
 batch headers; meanwhile Produce requests naming them wait, in order (data/produce_gate.py),
