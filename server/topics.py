@@ -205,41 +205,37 @@ class TopicRegistry:
     def offsets(self) -> Topic:
         """The coordinator's, whether or not the topic exists for clients yet: it is in the
         name and id maps (what requests look up) only from `create_offsets_topic` on."""
-        import uuid
-
-        offsets = Topic(
+        # The overrides Kafka creates the topic with (groupMetadataTopicConfigs).
+        return self._internal(
             OFFSETS_TOPIC,
+            OFFSETS_TOPIC_ID,
             self.config.offsets_topic_num_partitions,
-            uuid.UUID(OFFSETS_TOPIC_ID),
-            internal=True,
+            self.config.offsets_topic_segment_bytes,
+            {"cleanup.policy": "compact", "compression.type": "producer"},
         )
-        # The overrides Kafka creates the topic with (groupMetadataTopicConfigs), which
-        # DescribeConfigs reports as the topic's own; its logs roll at the same size.
-        overrides = {"cleanup.policy": "compact", "compression.type": "producer"}
-        config = TopicConfig(overrides, self.defaults)
-        # Set, not parsed: offsets.topic.segment.bytes may lie below the 1 MiB a topic's
-        # segment.bytes may be given (tests make it small to roll segments).
-        segment = self.config.offsets_topic_segment_bytes
-        config.overrides["segment.bytes"] = str(segment)
-        config.segment_bytes = segment
-        offsets.config = config
-        return offsets
 
     @functools.cached_property
     def transaction_state(self) -> Topic:
         """The transaction coordinator's, as `offsets` is the group coordinator's."""
+        # Kafka's creation overrides (TransactionLog's config: compacted, uncompressed).
+        return self._internal(
+            TRANSACTION_STATE_TOPIC,
+            TRANSACTION_STATE_TOPIC_ID,
+            self.config.transaction_state_log_num_partitions,
+            self.config.transaction_state_log_segment_bytes,
+            {"cleanup.policy": "compact", "compression.type": "uncompressed"},
+        )
+
+    def _internal(
+        self, name: str, topic_id: str, partitions: int, segment: int, overrides: dict[str, str]
+    ) -> Topic:
         import uuid
 
-        topic = Topic(
-            TRANSACTION_STATE_TOPIC,
-            self.config.transaction_state_log_num_partitions,
-            uuid.UUID(TRANSACTION_STATE_TOPIC_ID),
-            internal=True,
-        )
-        # Kafka's creation overrides (TransactionLog's config: compacted, uncompressed).
-        overrides = {"cleanup.policy": "compact", "compression.type": "uncompressed"}
+        topic = Topic(name, partitions, uuid.UUID(topic_id), internal=True)
+        # The overrides are what DescribeConfigs reports as the topic's own; its logs roll at
+        # the configured size. Set, not parsed: offsets.topic.segment.bytes may lie below the
+        # 1 MiB a topic's segment.bytes may be given (tests make it small to roll segments).
         config = TopicConfig(overrides, self.defaults)
-        segment = self.config.transaction_state_log_segment_bytes
         config.overrides["segment.bytes"] = str(segment)
         config.segment_bytes = segment
         topic.config = config
