@@ -1,10 +1,11 @@
 """`__consumer_offsets` as a stock admin client describes it: the overrides Kafka creates the
 topic with (GroupCoordinatorService.groupMetadataTopicConfigs), its segment size the one the
-server's offsets logs roll at (offsets.topic.segment.bytes)."""
+server's offsets logs roll at (offsets.topic.segment.bytes); and `__transaction_state`, the
+transaction coordinator's."""
 
 from __future__ import annotations
 
-from confluent_kafka import Consumer, TopicPartition
+from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, ConfigResource, ConfigSource
 from minicoord.testing.embedded import running
 
@@ -28,4 +29,26 @@ def test_the_offsets_topic_reports_kafkas_overrides() -> None:
         "cleanup.policy": "compact",
         "compression.type": "producer",
         "segment.bytes": str(segment),
+    }
+
+
+def test_the_transaction_log_exists_from_the_first_transactional_producer() -> None:
+    """`__transaction_state`, as Kafka makes it on the first FindCoordinator for a
+    transactional id, with transaction.state.log.num.partitions partitions and
+    TransactionLog's overrides."""
+    with running({"transaction.state.log.num.partitions": 7}, topics=[("t", 1)]) as server:
+        admin = AdminClient({"bootstrap.servers": server.bootstrap})
+        assert "__transaction_state" not in admin.list_topics(timeout=20).topics
+        producer = Producer({"bootstrap.servers": server.bootstrap, "transactional.id": "tx"})
+        producer.init_transactions(20)
+        listed = admin.list_topics(timeout=20).topics["__transaction_state"]
+        assert len(listed.partitions) == 7
+        resource = ConfigResource(ConfigResource.Type.TOPIC, "__transaction_state")
+        entries = admin.describe_configs([resource])[resource].result(20)
+    dynamic = ConfigSource.DYNAMIC_TOPIC_CONFIG.value
+    overrides = {name: entry.value for name, entry in entries.items() if entry.source == dynamic}
+    assert overrides == {
+        "cleanup.policy": "compact",
+        "compression.type": "uncompressed",
+        "segment.bytes": "104857600",
     }
