@@ -428,7 +428,9 @@ def _walk(obj: Any, codes: list[int], distinct: bool = True) -> None:
         return
     for name in dict(fields):
         value = getattr(obj, name, None)
-        if name == "error_code":
+        # AddPartitionsToTxn's per-partition errors go by another name (Kafka's errorCounts
+        # counts them; not CreateTopics' topic_config_error_code, which it leaves out).
+        if name == "error_code" or name == "partition_error_code":
             if value and not (distinct and value in codes):
                 codes.append(int(value))
         elif isinstance(value, list):

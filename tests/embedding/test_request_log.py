@@ -388,3 +388,31 @@ def test_offset_fetch_v8_and_later_name_each_groups_member_and_topics() -> None:
         require_stable=False,
     )
     assert request_fields(9, v8) == {"group": ["a"], "topics": ["x"]}
+
+
+def test_add_partitions_to_txn_partition_errors_are_named_and_counted() -> None:
+    """AddPartitionsToTxn v0-3 carries its errors per partition, as partition_error_code:
+    the log line names them and the errors metric counts each (Kafka's errorCounts)."""
+    from kafka.protocol.producer import AddPartitionsToTxnResponse
+    from minicoord.protocol.apis import SPECS
+    from minicoord.protocol.errors import ErrorCode
+    from minicoord.server.request_log import answer_errors, error_counts
+
+    topic = AddPartitionsToTxnResponse.AddPartitionsToTxnTopicResult
+    partition = topic.AddPartitionsToTxnPartitionResult
+    mapping = ErrorCode.INVALID_PRODUCER_ID_MAPPING
+    answer = AddPartitionsToTxnResponse(
+        version=3,
+        throttle_time_ms=0,
+        results_by_topic_v3_and_below=[
+            topic(
+                name="t",
+                results_by_partition=[
+                    partition(partition_index=0, partition_error_code=mapping),
+                    partition(partition_index=1, partition_error_code=mapping),
+                ],
+            )
+        ],
+    )
+    assert error_counts(answer) == [mapping, mapping]
+    assert answer_errors(SPECS[24], 3, answer) == (["INVALID_PRODUCER_ID_MAPPING"], None)
