@@ -383,15 +383,21 @@ class OffsetRequests:
         return fx.result((ErrorCode.NONE, errors))
 
     def delete_topic_offsets(self, now: int, topic: str) -> Result[int]:
-        """A topic was deleted: every group's offsets for it go (tombstones), as in Kafka's
-        onPartitionsDeleted; a group left Empty with none, as after OffsetDelete."""
+        """A topic was deleted: every group's offsets for it go (tombstones), those open
+        transactions hold included, as in Kafka's onPartitionsDeleted; a group left Empty
+        with none, as after OffsetDelete."""
         fx = Effects()
         deleted = 0
-        for gid in list(self.offsets.offsets):
+        pending = self.offsets.pending
+        held = pending.held_for_topic(topic) if pending is not None else set()
+        groups = dict.fromkeys([*self.offsets.offsets, *sorted(g for g, _ in held)])
+        for gid in groups:
             if self.unavailable(gid) is not None:
                 continue
             partition = self.partition_for(gid)
-            for tp in [tp for tp in self.offsets.all_for(gid) if tp[0] == topic]:
+            tps = {tp for tp in self.offsets.all_for(gid) if tp[0] == topic}
+            tps.update(tp for g, tp in held if g == gid)
+            for tp in sorted(tps):
                 self.offsets.delete(fx, partition, gid, tp)
                 deleted += 1
             group = self.groups.groups.get(gid)

@@ -73,6 +73,12 @@ class PendingTxnOffsets:
             self.discard(group_id, tp)
         return sorted(tps)
 
+    def held_for_topic(self, topic: str) -> set[GroupPartition]:
+        """The (group, partition) pairs of a topic open transactions hold offsets for."""
+        return {
+            key for entries in self.by_producer.values() for key in entries if key[1][0] == topic
+        }
+
     def holds_group(self, group_id: str) -> bool:
         return any(g == group_id for entries in self.by_producer.values() for g, _ in entries)
 

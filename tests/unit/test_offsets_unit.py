@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 from helpers_coordinator import GROUP, Harness, decoded, subscription
 from minicoord.protocol.errors import ErrorCode
+from minicoord.protocol.records import decode_key
 from minicoord.server.coordinator.offset_requests import OffsetCommitEntry
 from minicoord.server.coordinator.offsets import CommittedOffset
 
@@ -336,3 +337,25 @@ def test_transactional_commits_during_completing_rebalance_are_taken(h: Harness)
     (_a, _), (b, _) = h.join_together(0, {"client_id": "a"}, {"client_id": "b"})
     assert h.state() == "CompletingRebalance"
     assert h.coordinator.txn_commit_refused(10, GROUP, 1, b, None) is None
+
+
+def test_a_deleted_topic_takes_the_open_transactions_offsets_of_it(h: Harness) -> None:
+    # Kafka's onPartitionsDeleted tombstones the pending transactional offsets of the deleted
+    # partitions as well as the committed ones: a transaction that commits afterwards makes
+    # none of them the group's.
+    h.commit(1, [E("t", 0, 5)])
+    pending = h.coordinator.pending_txn_offsets()
+    offsets = h.coordinator.offsets
+    for tp, group_id in ((("t", 0), GROUP), (("t", 1), "txn-only"), (("u", 0), GROUP)):
+        committed = CommittedOffset(9, -1, "", 2)
+        pending.add(7, group_id, tp, committed, 100, offsets.get(group_id, tp))
+    result = h.absorb(h.coordinator.delete_topic_offsets(10, "t"))
+    assert result.value == 2
+    keys = [decode_key(r.key) for _, r in result.records if r.value is None]
+    gone = sorted((k.group, k.topic, k.partition) for k in keys if hasattr(k, "topic"))
+    assert gone == [(GROUP, "t", 0), ("txn-only", "t", 1)]
+    assert not pending.unstable(GROUP, ("t", 0)) and not pending.unstable("txn-only", ("t", 1))
+    assert pending.unstable(GROUP, ("u", 0))
+    pending.complete(offsets, 7, commit=True)
+    assert offsets.get(GROUP, ("t", 0)) is None and offsets.get("txn-only", ("t", 1)) is None
+    assert offsets.get(GROUP, ("u", 0)).offset == 9  # type: ignore[union-attr]
