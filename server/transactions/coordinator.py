@@ -107,10 +107,10 @@ class TransactionCoordinator:
     def refused(self, tid: str) -> ErrorCode | None:
         """COORDINATOR_LOAD_IN_PROGRESS while the logs load; COORDINATOR_NOT_AVAILABLE for an
         id whose partition could not be loaded."""
-        if self.loading:
-            return ErrorCode.COORDINATOR_LOAD_IN_PROGRESS
         if self.unavailable and self.partition_for(tid) in self.unavailable:
             return ErrorCode.COORDINATOR_NOT_AVAILABLE
+        if self.loading:
+            return ErrorCode.COORDINATOR_LOAD_IN_PROGRESS
         return None
 
     # -- InitProducerId -----------------------------------------------------------------------

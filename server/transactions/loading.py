@@ -24,6 +24,7 @@ from minicoord.server.coordinator.results import Result
 from minicoord.server.topics import TRANSACTION_STATE_TOPIC
 from minicoord.server.transactions.finish import complete_in_flight
 from minicoord.storage.log import StoreError
+from minicoord.storage.log_loader import CorruptLog
 
 if TYPE_CHECKING:
     from minicoord.server.broker import Broker
@@ -76,7 +77,8 @@ def load_transaction_state(broker: Broker, on_disk: list[int]) -> None:
                 TRANSACTION_STATE_TOPIC,
                 partition,
                 exc,
-                exc_info=True,
+                # Disk damage is named; anything else is our bug, its traceback wanted.
+                exc_info=not isinstance(exc, CorruptLog),
             )
             coordinator.unavailable.add(partition)
             broker.data.unavailable[(TRANSACTION_STATE_TOPIC, partition)] = (
@@ -86,7 +88,6 @@ def load_transaction_state(broker: Broker, on_disk: list[int]) -> None:
         for tid, value in decoded:
             coordinator.load(tid, value)
         broker.data.install(topic, partition, plog)
-    coordinator.changed.clear()
     log.info(
         "loaded %d transactional ids (%d open) from %s",
         len(coordinator.txns),

@@ -249,8 +249,9 @@ async def join_error(port: int, group: str) -> int:
     return resp.error_code
 
 
-async def find_coordinator_error(port: int, group: str) -> int:
-    req = FindCoordinatorRequest(key=group, key_type=0)
+async def find_coordinator_error(port: int, group: str, key_type: int = 0) -> int:
+    """FindCoordinator's error for a group (key type 0) or a transactional id (1)."""
+    req = FindCoordinatorRequest(key=group, key_type=key_type)
     resp = await _request(port, req, 3)
     return resp.error_code
 

@@ -12,6 +12,7 @@ consumer waits behind it for good.
 
 from __future__ import annotations
 
+import asyncio
 import shutil
 import time
 from pathlib import Path
@@ -20,8 +21,9 @@ from typing import Any
 import pytest
 from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 from deliverykit import values_to_end
-from durakit import minicoord_log
+from durakit import find_coordinator_error, minicoord_log
 from minicoord.protocol import transaction_records as tr
+from minicoord.protocol.errors import ErrorCode
 from minicoord.protocol.records import Record
 from minicoord.storage.log import LogManager
 
@@ -232,3 +234,41 @@ def test_a_transaction_no_coordinator_knows_is_aborted_as_its_partitions_load(
     again.produce(TOPIC, value=b"after", partition=0)
     again.commit_transaction(CALL_S)
     assert read_all(node.bootstrap, "read_committed") == sorted([*COMMITTED, "after"])
+
+
+def test_a_transaction_log_partition_that_does_not_read_back_refuses_only_its_ids(
+    node_factory: Any,
+) -> None:
+    """A `__transaction_state` partition whose records do not decode is not served, with a
+    log line: its ids get COORDINATOR_NOT_AVAILABLE, the transaction it held open is aborted
+    as its partitions load (no coordinator holds it), and every other id is served."""
+    node = node_factory(topics=[(TOPIC, 2), (SOURCE, 1)])
+    crash_with_a_transaction_open(node)
+    logs = LogManager(node.data_dir)
+    plog = logs.open_log("__transaction_state", _partition_of("crash-1"), 1 << 20)
+    plog.append([Record(tr.encode_key("crash-1"), b"\x00\x00not a value")], 0)
+    plog.commit(plog.write_out())
+    plog.close()
+
+    node.start()
+    log = node.wait_log(f"__transaction_state-{_partition_of('crash-1')} is not served")
+    other = next(
+        f"other-{i}" for i in range(100) if _partition_of(f"other-{i}") != _partition_of("crash-1")
+    )
+    unavailable = ErrorCode.COORDINATOR_NOT_AVAILABLE
+    assert asyncio.run(find_coordinator_error(node.port, "crash-1", 1)) == unavailable
+    assert asyncio.run(find_coordinator_error(node.port, other, 1)) == ErrorCode.NONE
+    deadline = time.monotonic() + CALL_S
+    for _ in range(150):
+        if log.count("before the restart aborted") >= 3 or time.monotonic() > deadline:
+            break
+        time.sleep(0.1)
+        log = node.wait_log("before the restart aborted")
+    assert log.count("before the restart aborted") == 3, log
+    assert read_all(node.bootstrap, "read_committed") == COMMITTED
+    producer = Producer({"bootstrap.servers": node.bootstrap, "transactional.id": other})
+    producer.init_transactions(CALL_S)
+    producer.begin_transaction()
+    producer.produce(TOPIC, value=b"other", partition=0)
+    producer.commit_transaction(CALL_S)
+    assert read_all(node.bootstrap, "read_committed") == sorted([*COMMITTED, "other"])
