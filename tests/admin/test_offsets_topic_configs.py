@@ -10,6 +10,15 @@ from confluent_kafka.admin import AdminClient, ConfigResource, ConfigSource
 from minicoord.testing.embedded import running
 
 
+def topic_overrides(bootstrap: str, topic: str) -> dict[str, str]:
+    """The topic's own configs (DYNAMIC_TOPIC_CONFIG), as confluent's admin describes them."""
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    resource = ConfigResource(ConfigResource.Type.TOPIC, topic)
+    entries = admin.describe_configs([resource])[resource].result(20)
+    dynamic = ConfigSource.DYNAMIC_TOPIC_CONFIG.value
+    return {name: entry.value for name, entry in entries.items() if entry.source == dynamic}
+
+
 def test_the_offsets_topic_reports_kafkas_overrides() -> None:
     segment = 2 * 1024 * 1024
     with running({"offsets.topic.segment.bytes": segment}, topics=[("t", 1)]) as server:
@@ -20,11 +29,7 @@ def test_the_offsets_topic_reports_kafkas_overrides() -> None:
         assert server.call(lambda: server.server.broker.topics.offsets.config.segment_bytes) == (
             segment
         )
-        admin = AdminClient({"bootstrap.servers": server.bootstrap})
-        resource = ConfigResource(ConfigResource.Type.TOPIC, "__consumer_offsets")
-        entries = admin.describe_configs([resource])[resource].result(20)
-    dynamic = ConfigSource.DYNAMIC_TOPIC_CONFIG.value
-    overrides = {name: entry.value for name, entry in entries.items() if entry.source == dynamic}
+        overrides = topic_overrides(server.bootstrap, "__consumer_offsets")
     assert overrides == {
         "cleanup.policy": "compact",
         "compression.type": "producer",
@@ -43,10 +48,7 @@ def test_the_transaction_log_exists_from_the_first_transactional_producer() -> N
         producer.init_transactions(20)
         listed = admin.list_topics(timeout=20).topics["__transaction_state"]
         assert len(listed.partitions) == 7
-        resource = ConfigResource(ConfigResource.Type.TOPIC, "__transaction_state")
-        entries = admin.describe_configs([resource])[resource].result(20)
-    dynamic = ConfigSource.DYNAMIC_TOPIC_CONFIG.value
-    overrides = {name: entry.value for name, entry in entries.items() if entry.source == dynamic}
+        overrides = topic_overrides(server.bootstrap, "__transaction_state")
     assert overrides == {
         "cleanup.policy": "compact",
         "compression.type": "uncompressed",

@@ -55,6 +55,21 @@ def committed_offset(bootstrap: str) -> int:
         group.close()
 
 
+def wait_for_aborts(node: Any, count: int) -> str:
+    """The server's log once it has aborted `count` transactions left open at the restart
+    (bounded in time and tries); fails if it aborts another number."""
+    aborted = "transaction from before the restart aborted"
+    log = node.wait_log(aborted)
+    deadline = time.monotonic() + CALL_S
+    for _ in range(150):
+        if log.count(aborted) >= count or time.monotonic() > deadline:
+            break
+        time.sleep(0.1)
+        log = node.wait_log(aborted)
+    assert log.count(aborted) == count, log
+    return log
+
+
 def crash_with_a_transaction_open(node: Any) -> Producer:
     """One transaction committed (with offset 17), a second left open (with offset 29) when
     the server is killed; returns its producer."""
@@ -212,16 +227,9 @@ def test_a_transaction_no_coordinator_knows_is_aborted_as_its_partitions_load(
         shutil.rmtree(directory)
 
     node.start()
-    log = node.wait_log("transaction from before the restart aborted")
     # The two partitions of the topic, and the group's offsets partition, whose pending
     # offset (29) the abort drops.
-    deadline = time.monotonic() + CALL_S
-    for _ in range(150):
-        if log.count("before the restart aborted") >= 3 or time.monotonic() > deadline:
-            break
-        time.sleep(0.1)
-        log = node.wait_log("transaction from before the restart aborted")
-    assert log.count("before the restart aborted") == 3, log
+    log = wait_for_aborts(node, 3)
     assert "__consumer_offsets-" in log, log
     assert read_all(node.bootstrap, "read_committed") == COMMITTED
     assert read_all(node.bootstrap, "read_uncommitted") == sorted([*COMMITTED, *OPEN])
@@ -251,20 +259,14 @@ def test_a_transaction_log_partition_that_does_not_read_back_refuses_only_its_id
     plog.close()
 
     node.start()
-    log = node.wait_log(f"__transaction_state-{_partition_of('crash-1')} is not served")
+    node.wait_log(f"__transaction_state-{_partition_of('crash-1')} is not served")
     other = next(
         f"other-{i}" for i in range(100) if _partition_of(f"other-{i}") != _partition_of("crash-1")
     )
     unavailable = ErrorCode.COORDINATOR_NOT_AVAILABLE
     assert asyncio.run(find_coordinator_error(node.port, "crash-1", 1)) == unavailable
     assert asyncio.run(find_coordinator_error(node.port, other, 1)) == ErrorCode.NONE
-    deadline = time.monotonic() + CALL_S
-    for _ in range(150):
-        if log.count("before the restart aborted") >= 3 or time.monotonic() > deadline:
-            break
-        time.sleep(0.1)
-        log = node.wait_log("before the restart aborted")
-    assert log.count("before the restart aborted") == 3, log
+    wait_for_aborts(node, 3)
     assert read_all(node.bootstrap, "read_committed") == COMMITTED
     producer = Producer({"bootstrap.servers": node.bootstrap, "transactional.id": other})
     producer.init_transactions(CALL_S)
