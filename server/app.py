@@ -176,15 +176,15 @@ class Server(BackgroundWork):
         # connected to, never another listener's (which may speak another protocol). Kafka
         # lists no broker for such a listener at all, which leaves its clients nowhere to go.
         advertised = listener.advertised
-        make: Callable[[], KafkaConnection]
+        make: Callable[[str, tuple[str, int] | None], KafkaConnection]
         if listener.sasl:
             from minicoord.server.security.connections import SaslConnection
             from minicoord.server.security.sasl import settings_for
 
             settings = settings_for(self.config, listener, broker.user_store())
 
-            def make() -> KafkaConnection:
-                return SaslConnection(broker, settings)
+            def make(name: str, address: tuple[str, int] | None) -> KafkaConnection:
+                return SaslConnection(broker, settings, name, address)
 
         elif listener.tls:
             from minicoord.server.security.connections import TlsConnection
@@ -194,10 +194,7 @@ class Server(BackgroundWork):
             make = partial(KafkaConnection, broker)
 
         def factory() -> asyncio.Protocol:
-            conn = make()
-            conn.advertised = advertised or arrival[0]
-            conn.listener = listener.name
-            return conn
+            return make(listener.name, advertised or arrival[0])
 
         return factory, ssl_context
 

@@ -91,6 +91,10 @@ class Broker(ClusterMetadata):
         # fourfold below 50,000 entries, so ten thousand connections held 52-104 bytes each
         # of table against a dict's 29.
         self.connections: dict[KafkaConnection, None] = {}
+        # Most answers ever pending at once on one connection: what back-pressure
+        # (queued.max.requests) keeps within its limit. Kept here rather than per connection,
+        # where it would be a slot in each of thousands.
+        self.peak_pending = 0
         # Made by the first Controller (faults.py), the only way to add a rule.
         self.faults: Faults | None = None
         self.users: UserStore | None = None

@@ -45,7 +45,13 @@ from minicoord.server.handlers.base import (
     Handler,
     RequestContext,
 )
-from minicoord.server.reply_order import ReplyOrder
+from minicoord.server.reply_order import (
+    DRAINING,
+    HALF_CLOSED,
+    READ_PAUSED,
+    WRITE_PAUSED,
+    ReplyOrder,
+)
 
 log = logging.getLogger("minicoord.connection")
 T = TypeVar("T")
@@ -55,6 +61,8 @@ _SECRET_APIS = frozenset((17, 36, 51))
 # Values thousands of connections hold alike (their client's host, our own address): one copy
 # each, not one per connection. Bounded by clearing, which only forgets the sharing.
 _SHARED: dict[Any, Any] = {}
+# A read is dispatched straight from its bytes unless one of these holds.
+_NOT_DIRECT = WRITE_PAUSED | DRAINING
 
 
 def _shared(value: T) -> T:
@@ -72,27 +80,29 @@ class KafkaConnection(ReplyOrder, asyncio.Protocol):
         "_client_id",
         "_corked",
         "_corked_bytes",
-        "_draining",
-        "_half_closed",
+        "_holds",
         "_max_frame",
         "_observe",
-        "_peer_port",
         "_queue",
-        "_read_paused",
         "_reader",
-        "_write_paused",
-        "advertised",
+        "_site",
         "broker",
         "client_host",
         "closed",
-        "listener",
-        "peak_pending",
-        "principal",
         "quiet_sweeps",
         "transport",
     )
 
-    def __init__(self, broker: Broker) -> None:
+    # Who the client is, as ACLs name it. A plain connection is always ANONYMOUS: only the
+    # SASL and TLS connections, whose principal can change, give it a slot of their own.
+    principal: str = ANONYMOUS
+
+    def __init__(
+        self,
+        broker: Broker,
+        listener: str = "PLAINTEXT",
+        advertised: tuple[str, int] | None = None,
+    ) -> None:
         self.broker = broker
         self.transport: asyncio.Transport | None = None
         # Made with the first read that is not exactly one frame: most connections never
@@ -110,31 +120,23 @@ class KafkaConnection(ReplyOrder, asyncio.Protocol):
         self._corked: list[bytes] | None = None
         self._corked_bytes = 0
         self.closed = False
-        self._peer_port = 0
         self.client_host = ""
-        # Who the client is, as ACLs name it: set by SASL or a TLS client certificate.
-        self.principal = ANONYMOUS
-        # The address Metadata and FindCoordinator name: its listener's advertised one, else
-        # (from connection_made) the address the client connected to.
-        self.advertised: tuple[str, int] | None = None
-        # The name of the listener it came in through (DescribeQuorum names it); set by the
-        # listener's factory, PLAINTEXT being the one listener made without `listeners`.
-        self.listener = "PLAINTEXT"
+        # (listener, advertised address), one tuple shared by the connections of a listener:
+        # the name of the listener it came in through (DescribeQuorum names it), PLAINTEXT
+        # being the one listener made without `listeners`; and the address Metadata and
+        # FindCoordinator name, its listener's advertised one, else (from connection_made)
+        # the address the client connected to.
+        self._site: tuple[str, tuple[str, int] | None] = _shared((listener, advertised))
         self._client_id: str | None = None
         self._observe: Callable[[Any], None] | None = None
-        # Back-pressure: reading stops while too many answers are pending or while the
-        # transport's write buffer is over its high-water mark (a client not reading).
-        self._read_paused = False
-        self._write_paused = False
-        self._draining = False
-        # The client shut its side after its requests; closed once their answers are out.
-        self._half_closed = False
+        # What holds reading or dispatching back, as bits (READ_PAUSED and the rest): one
+        # slot where four flags were four, in each of thousands of connections; 0 on nearly
+        # every read.
+        self._holds = 0
         # Idle-connection sweeps (connections.max.idle.ms) since this connection last read or
         # wrote: a small int stored per request, where a clock read would cost a call and a
         # float each time.
         self.quiet_sweeps = 0
-        # Most answers ever pending at once: what back-pressure keeps below the limit.
-        self.peak_pending = 0
 
     # -- asyncio.Protocol -----------------------------------------------------------------
 
@@ -144,7 +146,7 @@ class KafkaConnection(ReplyOrder, asyncio.Protocol):
         peer = transport.get_extra_info("peername")
         if peer:
             self.client_host = _shared(f"/{peer[0]}")
-        advertised = self.advertised
+        listener, advertised = self._site
         if advertised is None or not advertised[0] or not advertised[1]:
             # Nothing advertised, or advertised.listeners left the host empty or the port 0:
             # the address connected to fills the gaps, as Kafka fills them from its host name
@@ -153,7 +155,7 @@ class KafkaConnection(ReplyOrder, asyncio.Protocol):
             local = local[:2] if local else ("", 0)
             if advertised is not None:
                 local = (advertised[0] or local[0], advertised[1] or local[1])
-            self.advertised = _shared(local)
+            self._site = _shared((listener, local))
         limit = self.broker.config.max_connections
         if len(self.broker.connections) >= limit:
             self.abort(f"max.connections={limit} reached")
@@ -166,22 +168,30 @@ class KafkaConnection(ReplyOrder, asyncio.Protocol):
         return self._client_id
 
     @property
+    def listener(self) -> str:
+        return self._site[0]
+
+    @property
+    def advertised(self) -> tuple[str, int] | None:
+        return self._site[1]
+
+    @property
     def address(self) -> tuple[str, int]:
-        return self.advertised or ("", 0)
+        return self._site[1] or ("", 0)
 
     @property
     def peer(self) -> str:
-        """The client's address as log lines name it (made when needed, not per connection).
-        The port is read from the transport the first time a line needs it: kept from the
-        start, it would be an int object for each of thousands of connections."""
+        """The client's address as log lines name it (made when needed, not per connection:
+        the port, kept, would be a slot and an int object in each of thousands)."""
         if not self.client_host:
             return "unknown"
-        port = self._peer_port
-        if not port and self.transport is not None:
-            peer = self.transport.get_extra_info("peername")
-            if peer:
-                port = self._peer_port = peer[1]
-        return f"{self.client_host[1:]}:{port}"
+        host = self.client_host[1:]
+        try:
+            # uvloop keeps the socket it answers from; a closed transport has none to ask.
+            port = self.transport.get_extra_info("peername")[1]  # type: ignore[union-attr]
+        except Exception:
+            return host
+        return f"{host}:{port}"
 
     def eof_received(self) -> bool | None:
         # The client shut its side (SHUT_WR) and may still read. Kafka reads no end of stream
@@ -189,13 +199,13 @@ class KafkaConnection(ReplyOrder, asyncio.Protocol):
         # answers still due go out: keep the connection until they have. (A TLS transport
         # cannot stay half-open and closes as before.)
         if self._queue:
-            self._half_closed = True
+            self._holds |= HALF_CLOSED
             return True
         return None
 
     @property
     def hung_up(self) -> bool:
-        return self.closed or self._half_closed
+        return self.closed or bool(self._holds & HALF_CLOSED)
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.closed = True
@@ -214,8 +224,7 @@ class KafkaConnection(ReplyOrder, asyncio.Protocol):
         reader = self._reader
         if (
             self._queue is None
-            and not self._write_paused
-            and not self._draining
+            and not self._holds & _NOT_DIRECT
             and not self.closed
             and (reader is None or not reader.buffered)
             and (frame := whole_frame(data, self._max_frame)) is not None
@@ -245,29 +254,29 @@ class KafkaConnection(ReplyOrder, asyncio.Protocol):
                 self._write(corked)
 
     def pause_writing(self) -> None:
-        self._write_paused = True
+        self._holds |= WRITE_PAUSED
         self._pause_reading()
 
     def resume_writing(self) -> None:
-        self._write_paused = False
+        self._holds &= ~WRITE_PAUSED
         self._maybe_resume()
 
     def _blocked(self) -> bool:
         queue = self._queue
-        return self._write_paused or (
+        return bool(self._holds & WRITE_PAUSED) or (
             queue is not None and len(queue) >= self.broker.config.queued_max_requests
         )
 
     def _drain_frames(self) -> None:
         """Dispatch buffered frames until none is whole or back-pressure says stop."""
-        if self._draining:
+        if self._holds & DRAINING:
             return
-        self._draining = True
+        self._holds |= DRAINING
         try:
             while not self.closed:
                 queue = self._queue
                 # _blocked(), read inline: it is asked before every frame.
-                if self._write_paused or (
+                if self._holds & WRITE_PAUSED or (
                     queue is not None and len(queue) >= self.broker.config.queued_max_requests
                 ):
                     self._pause_reading()
@@ -284,20 +293,25 @@ class KafkaConnection(ReplyOrder, asyncio.Protocol):
                     return
                 self._dispatch(frame)
         finally:
-            self._draining = False
+            self._holds &= ~DRAINING
 
     def _pause_reading(self) -> None:
-        if not self._read_paused and self.transport is not None and not self.closed:
-            self._read_paused = True
+        if not self._holds & READ_PAUSED and self.transport is not None and not self.closed:
+            self._holds |= READ_PAUSED
             self.transport.pause_reading()
 
     def _maybe_resume(self) -> None:
-        if self._read_paused and not self._blocked() and not self.closed:
-            self._read_paused = False
+        if self._holds & READ_PAUSED and not self._blocked() and not self.closed:
+            self._holds &= ~READ_PAUSED
             assert self.transport is not None
             self.transport.resume_reading()
             # Frames already buffered would otherwise wait for the next read.
             asyncio.get_running_loop().call_soon(self._drain_frames)
+
+    @property
+    def reading_paused(self) -> bool:
+        """Back-pressure has stopped reading from the client."""
+        return bool(self._holds & READ_PAUSED)
 
     @property
     def buffered(self) -> int:
@@ -363,7 +377,7 @@ class KafkaConnection(ReplyOrder, asyncio.Protocol):
         observe = None
         # The request log's cost when DEBUG is off: this one attribute read.
         if broker.metrics is not None or broker.request_log is not None:
-            observe = request_log.observer(broker, self.peer, header, spec, request)
+            observe = request_log.observer(broker, self, header, spec, request)
         # Replies parked by the handler carry the hook from birth: they may be resolved
         # before the handler even returns.
         self._observe = observe

@@ -20,11 +20,21 @@ from minicoord.server.answers import Answer, ParkedReply
 if TYPE_CHECKING:
     from minicoord.protocol.apis import ApiSpec
     from minicoord.protocol.headers import RequestHeader
+    from minicoord.server.broker import Broker
 
 P = TypeVar("P", bound=ParkedReply)
 
 # Answers held for the end of a turn are written early once they reach this size.
 CORK_LIMIT = 64 * 1024
+
+# Bits of a connection's `_holds`. Back-pressure: reading stops while too many answers are
+# pending or while the transport's write buffer is over its high-water mark (a client not
+# reading). HALF_CLOSED: the client shut its side after its requests; the connection is
+# closed once their answers are out.
+READ_PAUSED = 1
+WRITE_PAUSED = 2
+DRAINING = 4
+HALF_CLOSED = 8
 
 
 class ReplyOrder:
@@ -33,11 +43,10 @@ class ReplyOrder:
     _queue: list[Answer | ParkedReply] | None
     _corked: list[bytes] | None
     _corked_bytes: int
-    _half_closed: bool
-    _read_paused: bool
+    _holds: int
     _observe: Callable[[Any], None] | None
+    broker: Broker
     closed: bool
-    peak_pending: int
     quiet_sweeps: int
     transport: asyncio.Transport | None
 
@@ -74,12 +83,12 @@ class ReplyOrder:
                 return
             # Alone and not ready (a commit waiting for its records): nothing to send yet.
             self._queue = [slot]
-            if not self.peak_pending:
-                self.peak_pending = 1
+            if not self.broker.peak_pending:
+                self.broker.peak_pending = 1
             return
         queue.append(slot)
-        if len(queue) > self.peak_pending:
-            self.peak_pending = len(queue)
+        if len(queue) > self.broker.peak_pending:
+            self.broker.peak_pending = len(queue)
         self.flush()
 
     def _emit(self, data: Answer) -> None:
@@ -137,8 +146,8 @@ class ReplyOrder:
             self._emit(head.data if isinstance(head, ParkedReply) else head)  # type: ignore[arg-type]
         if not queue:
             self._queue = None
-            if self._half_closed:
+            if self._holds & HALF_CLOSED:
                 self.abort("the client closed its side; its answers are sent", level=logging.DEBUG)
                 return
-        if ready and self._read_paused:
+        if ready and self._holds & READ_PAUSED:
             self._maybe_resume()

@@ -35,6 +35,7 @@ if TYPE_CHECKING:
     from minicoord.protocol.apis import ApiSpec
     from minicoord.protocol.headers import RequestHeader
     from minicoord.server.broker import Broker
+    from minicoord.server.connection import KafkaConnection
     from minicoord.server.handlers.base import Handler, RequestContext
     from minicoord.server.metrics import Metrics
 
@@ -238,13 +239,14 @@ def forget(broker: Broker) -> None:
 
 
 def observer(
-    broker: Broker, peer: str, header: RequestHeader, spec: ApiSpec, request: Any
+    broker: Broker, conn: KafkaConnection, header: RequestHeader, spec: ApiSpec, request: Any
 ) -> Callable[[Any], None]:
     """The hook each answer passes through when it is sent, parked or not: the request log's
     while DEBUG is on, else the metrics' alone (the connection asks only when one is on)."""
     metrics = broker.metrics
     if broker.request_log is not None:
-        return broker.request_log.observer(peer, header, spec, request, metrics)
+        # The client's address only for the log line: metrics alone do not ask for it.
+        return broker.request_log.observer(conn.peer, header, spec, request, metrics)
     assert metrics is not None
     api_key = spec.key
     histogram = metrics.on_request(api_key, header.api_version)

@@ -112,11 +112,13 @@ class Group:
             member.join_ticket = None
         return ticket
 
-    def add(self, member: Member) -> None:
+    def add(self, member: Member, protocol_type: str | None = None) -> None:
+        """Add `member`; the first member of an empty group sets the protocol type its
+        JoinGroup named (members keep none of their own: it is always the group's)."""
         if member.join_ticket is not None:
             self._awaiting_join += 1
-        if not self.members:
-            self.protocol_type = member.protocol_type
+        if protocol_type is not None and not self.members:
+            self.protocol_type = protocol_type
         self.members[member.member_id] = member
         self._support(1, member.protocol_names)
         if member.group_instance_id is not None:

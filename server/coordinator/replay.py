@@ -161,7 +161,6 @@ def rebuild_group(group_id: str, partition: int, value: Any, now: int) -> Group:
             client_host=m.client_host,
             rebalance_timeout_ms=m.rebalance_timeout,
             session_timeout_ms=m.session_timeout,
-            protocol_type=value.protocol_type,
             protocols=[(value.protocol or "", bytes(m.subscription))],
             last_heartbeat=now,
             assignment=bytes(m.assignment),

@@ -24,6 +24,7 @@ from minicoord.protocol.headers import (
 from minicoord.server.answers import encode_response
 from minicoord.server.broker import Broker
 from minicoord.server.connection import KafkaConnection
+from minicoord.server.handlers.base import ANONYMOUS
 from minicoord.server.security.sasl import Authenticator, Refused, SaslSettings, State
 from minicoord.server.security.tls import principal_of
 
@@ -39,7 +40,13 @@ _HANDSHAKE_KEY = struct.pack(">h", SASL_HANDSHAKE)
 class TlsConnection(KafkaConnection):
     """An SSL listener's connection: its principal is its client certificate's subject."""
 
-    __slots__ = ()
+    __slots__ = ("principal",)
+
+    def __init__(
+        self, broker: Broker, listener: str = "SSL", advertised: tuple[str, int] | None = None
+    ) -> None:
+        super().__init__(broker, listener, advertised)
+        self.principal = ANONYMOUS
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         super().connection_made(transport)
@@ -51,10 +58,17 @@ class TlsConnection(KafkaConnection):
 
 
 class SaslConnection(KafkaConnection):
-    __slots__ = ("_auth", "_expires_at", "_mechanism", "_reauth_ok", "_sasl")
+    __slots__ = ("_auth", "_expires_at", "_mechanism", "_reauth_ok", "_sasl", "principal")
 
-    def __init__(self, broker: Broker, settings: SaslSettings) -> None:
-        super().__init__(broker)
+    def __init__(
+        self,
+        broker: Broker,
+        settings: SaslSettings,
+        listener: str = "SASL_PLAINTEXT",
+        advertised: tuple[str, int] | None = None,
+    ) -> None:
+        super().__init__(broker, listener, advertised)
+        self.principal = ANONYMOUS
         self._sasl = settings
         self._auth: Authenticator | None = Authenticator(settings)
         # time.monotonic() past which the session serves nothing but re-authentication.

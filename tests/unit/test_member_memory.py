@@ -3,7 +3,7 @@
 Memory itself is measured by benchmarks; these check the layout that keeps it small: a timer
 that was superseded or cancelled lets go of its key and arguments at once, connections from
 one host share their address strings and hold no frame buffer until a read needs one, members
-share their client id, protocol type and timeouts.
+share their client id, protocols and timeouts.
 """
 
 from __future__ import annotations
@@ -99,7 +99,7 @@ def test_a_listener_on_one_address_names_it_for_all_its_connections() -> None:
         assert arrival_address([one, other]) is None
 
 
-def member(client_id: str, protocol_type: str) -> Member:
+def member(client_id: str) -> Member:
     return Member(
         member_id="m",
         group_instance_id=None,
@@ -108,16 +108,14 @@ def member(client_id: str, protocol_type: str) -> Member:
         # Equal ints made separately, as each request's decoding makes them.
         rebalance_timeout_ms=int("60000"),
         session_timeout_ms=int("30000"),
-        protocol_type=protocol_type,
         protocols=(("range", b"\x00\x01"),),
     )
 
 
-def test_members_share_their_client_id_and_protocol_type() -> None:
-    one = member("".join(["billing-", "consumer"]), "".join(["con", "sumer"]))
-    two = member("".join(["billing", "-consumer"]), "".join(["cons", "umer"]))
+def test_members_share_their_client_id_protocols_and_timeouts() -> None:
+    one = member("".join(["billing-", "consumer"]))
+    two = member("".join(["billing", "-consumer"]))
     assert one.client_id is two.client_id
-    assert one.protocol_type is two.protocol_type
     assert one.protocols is two.protocols
     assert one.session_timeout_ms is two.session_timeout_ms
     assert one.rebalance_timeout_ms is two.rebalance_timeout_ms

@@ -131,9 +131,7 @@ class JoinPhase:
             client_host,
             rebalance_timeout_ms,
             session_timeout_ms,
-            protocol_type,
             shared,
-            names,
             now,
             supports_skip_assignment,
         )
@@ -157,7 +155,13 @@ class JoinPhase:
                 fx.reply(ticket, JoinOutcome(ErrorCode.MEMBER_ID_REQUIRED, member_id=mid))
                 return None
             return self._add_member_and_rebalance(
-                fx, now, group, _new_member(mid, *fields), ticket, f"{why}new member {mid} joined"
+                fx,
+                now,
+                group,
+                _new_member(mid, *fields),
+                protocol_type,
+                ticket,
+                f"{why}new member {mid} joined",
             )
 
         if group.drop_pending(member_id):
@@ -166,6 +170,7 @@ class JoinPhase:
                 now,
                 group,
                 _new_member(member_id, *fields),
+                protocol_type,
                 ticket,
                 f"{why}member {member_id} joined",
             )
@@ -237,9 +242,16 @@ class JoinPhase:
         )
 
     def _add_member_and_rebalance(
-        self, fx: Effects, now: int, group: Group, member: Member, ticket: Ticket, reason: str
+        self,
+        fx: Effects,
+        now: int,
+        group: Group,
+        member: Member,
+        protocol_type: str,
+        ticket: Ticket,
+        reason: str,
     ) -> None:
-        group.add(member)
+        group.add(member, protocol_type)
         group.park_join(member, ticket)
         if group.in_initial_delay:
             group.new_member_added = True
@@ -284,8 +296,7 @@ class JoinPhase:
             fx.reply(old.sync_ticket, SyncOutcome(ErrorCode.FENCED_INSTANCE_ID))
             old.sync_ticket = None
         current_leader = group.leader_id or ""
-        member.is_new = False
-        member.joined_at = 0
+        member.joined_at = None
         group.replace_static_member(old_id, member)
         self._schedule_session_check(group, now + member.session_timeout_ms)
         log.info(
@@ -339,9 +350,7 @@ def _new_member(
     client_host: str,
     rebalance_timeout_ms: int,
     session_timeout_ms: int,
-    protocol_type: str,
     protocols: SharedProtocols,
-    protocol_names: frozenset[str],
     now: int,
     supports_skip_assignment: bool,
 ) -> Member:
@@ -353,11 +362,8 @@ def _new_member(
         client_host=client_host,
         rebalance_timeout_ms=rebalance_timeout_ms,
         session_timeout_ms=session_timeout_ms,
-        protocol_type=protocol_type,
         protocols=protocols,
-        protocol_names=protocol_names,
         last_heartbeat=now,
         supports_skip_assignment=supports_skip_assignment,
-        is_new=True,
         joined_at=now,
     )

@@ -183,9 +183,8 @@ class RebalancePhase:
         leader_id = group.leader_id or ""
         for member in group.members.values():
             ticket = group.take_join(member)
-            # joined_at matters only while new; 0 lets go of one int per member.
-            member.is_new = False
-            member.joined_at = 0
+            # No longer new; None lets go of one int per member.
+            member.joined_at = None
             member.last_heartbeat = now
             leader = member.member_id == leader_id
             fx.reply(

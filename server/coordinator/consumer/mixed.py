@@ -466,7 +466,6 @@ class MixedGroups:
                 client_host=m.client_host,
                 rebalance_timeout_ms=m.rebalance_timeout_ms,
                 session_timeout_ms=m.classic.session_timeout_ms,
-                protocol_type=CONSUMER,
                 protocols=m.classic.protocols,
                 last_heartbeat=now,
             )
