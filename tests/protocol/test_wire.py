@@ -743,6 +743,28 @@ async def test_api_versions_advertises_exactly_the_handlers(raw_client: Protocol
     assert (11, 0, 9) in advertised and (18, 0, 4) in advertised and (10, 0, 6) in advertised
 
 
+@pytest.mark.parametrize("version", [3, 4])
+async def test_api_versions_reports_the_features_of_a_kafka_4_0_broker(
+    raw_client: ProtocolClient, version: int
+) -> None:
+    request = ApiVersionsRequest(
+        version=version, client_software_name="t", client_software_version="1"
+    )
+    response = await raw_client.request(request)
+    supported = {f.name: (f.min_version, f.max_version) for f in response.supported_features}
+    finalized = {
+        f.name: (f.min_version_level, f.max_version_level) for f in response.finalized_features
+    }
+    # metadata.version from 3.3-IV3 to 4.0-IV3, finalized at 4.0-IV3, as on Kafka 4.0.0;
+    # group.version, whose lowest level is 0, among the supported only from v4 (KAFKA-17011).
+    expected = {"metadata.version": (7, 25)}
+    if version >= 4:
+        expected["group.version"] = (0, 1)
+    assert supported == expected
+    assert finalized == {"metadata.version": (25, 25), "group.version": (1, 1)}
+    assert response.finalized_features_epoch >= 0
+
+
 async def test_api_versions_from_the_future_gets_v0_with_its_own_range(
     raw_client: ProtocolClient,
 ) -> None:
