@@ -107,6 +107,8 @@ SOURCES: dict[int, tuple[str, str]] = {
     36: ("SaslAuthenticate", "kafka.protocol.sasl"),
     50: ("DescribeUserScramCredentials", "kafka.protocol.admin"),
     51: ("AlterUserScramCredentials", "kafka.protocol.admin"),
+    48: ("DescribeClientQuotas", "kafka.protocol.admin"),
+    49: ("AlterClientQuotas", "kafka.protocol.admin"),
     74: ("ListConfigResources", "kafka.protocol.admin"),
 }
 

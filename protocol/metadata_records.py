@@ -60,6 +60,10 @@ class RemoveUserScramCredentialRecord(ApiData, load_json=schemas):
     pass
 
 
+class ClientQuotaRecord(ApiData, load_json=schemas):
+    pass
+
+
 # The version of each record type minicoord writes.
 WRITTEN_VERSION: dict[type, int] = {
     TopicRecord: 0,
@@ -71,6 +75,7 @@ WRITTEN_VERSION: dict[type, int] = {
     RemoveAccessControlEntryRecord: 0,
     UserScramCredentialRecord: 0,
     RemoveUserScramCredentialRecord: 0,
+    ClientQuotaRecord: 0,
 }
 BY_API_KEY: dict[int, type] = {cls.json["apiKey"]: cls for cls in WRITTEN_VERSION}
 

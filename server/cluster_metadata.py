@@ -1,5 +1,6 @@
 """The cluster metadata a node keeps: topics, their configs and partitions, group configs,
-ACLs, SCRAM users and producer id blocks, each change a KRaft record in `__cluster_metadata`.
+ACLs, SCRAM users, client quotas and producer id blocks, each change a KRaft record in
+`__cluster_metadata`.
 
 Broker (broker.py) takes these from this mixin: reading the log back at start (and compacting
 it, server/metadata_snapshot.py), appending a change's records, and the topic changes the
@@ -25,6 +26,7 @@ from minicoord.server.topics import (
 if TYPE_CHECKING:
     from collections.abc import Callable
 
+    from minicoord.server.client_quotas import QuotaStore
     from minicoord.server.config import Config
     from minicoord.server.coordinator.coordinator import GroupCoordinator
     from minicoord.server.coordinator.results import Effects, Result
@@ -77,6 +79,7 @@ class ClusterMetadata:
             self._replay_acl,
             self._replay_user,
             self.coordinator.group_configs.replay,
+            self._replay_quota,
         )
 
     def compact_metadata(self) -> bool:
@@ -101,6 +104,7 @@ class ClusterMetadata:
             self.coordinator.group_configs,
             self.__dict__.get("acls"),  # made only if an ACL record was replayed
             self.users,
+            self.__dict__.get("client_quotas"),  # likewise for a quota record
         )
         if not worth_compacting(read, live_records(*state)):
             return False
@@ -140,6 +144,17 @@ class ClusterMetadata:
 
         config = self.config
         return AclStore(config.super_user_set, config.allow_everyone_if_no_acl_found)
+
+    @functools.cached_property
+    def client_quotas(self) -> QuotaStore:
+        """The client quotas (stored and described, not enforced). Made on first use, as the
+        ACLs are."""
+        from minicoord.server.client_quotas import QuotaStore
+
+        return QuotaStore()
+
+    def _replay_quota(self, record: Any) -> None:
+        self.client_quotas.apply(record)
 
     def _replay_acl(self, record: Any) -> None:
         from minicoord.server.security.records import replay

@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING
 from minicoord.protocol import metadata_records as mr
 
 if TYPE_CHECKING:
+    from minicoord.server.client_quotas import QuotaStore
     from minicoord.server.data.producers import ProducerIds
     from minicoord.server.group_configs import GroupConfigs
     from minicoord.server.security.acls import AclStore
@@ -47,6 +48,7 @@ def live_records(
     group_configs: GroupConfigs,
     acls: AclStore | None,
     users: UserStore | None,
+    quotas: QuotaStore | None,
 ) -> int:
     """How many records `snapshot_records` would make, without encoding them: a start with
     much live state and little dead (the usual one) decides at the cost of a count."""
@@ -58,6 +60,7 @@ def live_records(
     count += len(acls) if acls is not None else 0
     if users is not None:
         count += sum(len(credentials) for credentials in users.scram.values())
+    count += len(quotas) if quotas is not None else 0
     return count
 
 
@@ -68,9 +71,11 @@ def snapshot_records(
     group_configs: GroupConfigs,
     acls: AclStore | None,
     users: UserStore | None,
+    quotas: QuotaStore | None,
 ) -> list[bytes]:
     """The records that rebuild the replayed state: topics with their configs and partitions,
-    the producer id block claimed last, group configs, ACLs and SCRAM credentials.
+    the producer id block claimed last, group configs, ACLs, SCRAM credentials and client
+    quotas.
 
     Only the state the log made: call it before anything given at start (--topic, --acl,
     --user) is added, or those would be written as if created through the admin APIs.
@@ -90,4 +95,6 @@ def snapshot_records(
         for mechanism, credentials in users.scram.items():
             type_id = MECHANISMS[mechanism]
             records += [mr.encode(credential_record(n, type_id, c)) for n, c in credentials.items()]
+    if quotas is not None:
+        records += quotas.snapshot()
     return records

@@ -452,9 +452,10 @@ def replay_metadata(
     on_acl: Callable[[Any], None] | None = None,
     on_user: Callable[[Any], None] | None = None,
     on_group_config: Callable[[Any], None] | None = None,
+    on_quota: Callable[[Any], None] | None = None,
 ) -> tuple[int, int]:
-    """Rebuild the topics (producer id blocks, ACLs, SCRAM users, group configs) from the
-    metadata log; (records read, records skipped as undecodable)."""
+    """Rebuild the topics (producer id blocks, ACLs, SCRAM users, group configs, client
+    quotas) from the metadata log; (records read, records skipped as undecodable)."""
     read = skipped = 0
     for stored in plog.records():
         read += 1
@@ -478,6 +479,9 @@ def replay_metadata(
         elif isinstance(record, mr.AccessControlEntryRecord | mr.RemoveAccessControlEntryRecord):
             if on_acl is not None:
                 on_acl(record)
+        elif isinstance(record, mr.ClientQuotaRecord):
+            if on_quota is not None:
+                on_quota(record)
         else:
             registry.replay(record)
     return read, skipped

@@ -69,6 +69,8 @@ APIS: dict[int, tuple[str, int, int]] = {
     36: ("sasl_authenticate", 0, 2),
     50: ("describe_user_scram_credentials", 0, 0),
     51: ("alter_user_scram_credentials", 0, 0),
+    48: ("describe_client_quotas", 0, 1),
+    49: ("alter_client_quotas", 0, 1),
 }
 
 

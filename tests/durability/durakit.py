@@ -13,7 +13,11 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any, TypeVar
 
-from kafka.protocol.admin import DeleteGroupsRequest
+from kafka.protocol.admin import (
+    AlterClientQuotasRequest,
+    DeleteGroupsRequest,
+    DescribeClientQuotasRequest,
+)
 from kafka.protocol.consumer import (
     JoinGroupRequest,
     ListOffsetsRequest,
@@ -172,6 +176,40 @@ async def _request(port: int, request: Any, version: int) -> Any:
         return await asyncio.wait_for(client.request(request, version), REQUEST_TIMEOUT_S)
     finally:
         await client.close()
+
+
+async def set_client_quota(
+    port: int, entity: dict[str, str | None], key: str, value: float
+) -> list[int]:
+    """AlterClientQuotas v1 setting one key of one entity: the entity's error codes."""
+    entry = AlterClientQuotasRequest.EntryData
+    request = AlterClientQuotasRequest(
+        entries=[
+            entry(
+                entity=[entry.EntityData(entity_type=t, entity_name=n) for t, n in entity.items()],
+                ops=[entry.OpData(key=key, value=value, remove=False)],
+            )
+        ],
+        validate_only=False,
+    )
+    resp = await _request(port, request, 1)
+    return [e.error_code for e in resp.entries]
+
+
+async def client_quotas(port: int) -> dict[tuple[tuple[str, str | None], ...], dict[str, float]]:
+    """DescribeClientQuotas v1 of every user entity: {entity's (type, name) pairs: quotas}."""
+    component = DescribeClientQuotasRequest.ComponentData(
+        entity_type="user", match_type=2, match=None
+    )
+    request = DescribeClientQuotasRequest(components=[component], strict=False)
+    resp = await _request(port, request, 1)
+    assert resp.error_code == 0, resp
+    return {
+        tuple(sorted((e.entity_type, e.entity_name) for e in entry.entity)): {
+            v.key: v.value for v in entry.values
+        }
+        for entry in resp.entries
+    }
 
 
 async def offset_fetch(

@@ -1,10 +1,12 @@
 """A data directory whose topics came and went by the hundred (a CI job's per-run topics) gets
 its cluster metadata log compacted at the next start: the later starts read a few records, and
-everything the admin APIs left (topics, their configs, ACLs, SCRAM users, group configs) is as
-it was, through stock clients, restart after restart, SIGKILL included."""
+everything the admin APIs left (topics, their configs, ACLs, SCRAM users, group configs, client
+quotas) is as it was, through stock clients (raw requests for the quotas, which
+confluent-kafka's admin does not reach), restart after restart, SIGKILL included."""
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
 from typing import Any
 
@@ -25,7 +27,7 @@ from confluent_kafka.admin import (
     ScramMechanism,
     UserScramCredentialUpsertion,
 )
-from durakit import Node
+from durakit import Node, client_quotas, set_client_quota
 from minicoord.storage.log import log_dir
 
 pytestmark = pytest.mark.timeout(120)
@@ -65,6 +67,7 @@ def _state(node: Node) -> dict[str, Any]:
         "group session": group_configs["consumer.session.timeout.ms"].value,
         "acls": sorted(str(a) for a in acls),
         "alice": sorted((c.mechanism, c.iterations) for c in users.scram_credential_infos),
+        "quotas": asyncio.run(client_quotas(node.port)),
     }
 
 
@@ -96,8 +99,15 @@ def test_churned_topics_are_compacted_away_and_the_rest_survives(node_factory: A
         "alice", ScramCredentialInfo(ScramMechanism.SCRAM_SHA_256, 8192), b"secret"
     )
     _wait(admin.alter_user_scram_credentials([upsert]))
+    for entity, key, value in (
+        ({"user": "alice"}, "producer_byte_rate", 1024.0),
+        ({"user": None}, "request_percentage", 25.0),
+        ({"user": "alice", "client-id": "app"}, "consumer_byte_rate", 4096.0),
+    ):
+        assert asyncio.run(set_client_quota(node.port, entity, key, value)) == [0]
     expected = _state(node)
     assert expected["topics"] == [("kept", 3)] and expected["acls"], expected
+    assert len(expected["quotas"]) == 3, expected
     node.stop()
 
     node.start()  # reads the churn back once, then compacts

@@ -1,6 +1,8 @@
 """The Node.js clients' own admin APIs where they reach APIs no other client here uses:
 kafkajs' `alterConfigs` has only AlterConfigs (API 33), not IncrementalAlterConfigs;
-@platformatic/kafka's `describeLogDirs` is DescribeLogDirs (API 35)."""
+@platformatic/kafka's `describeLogDirs` is DescribeLogDirs (API 35), and its
+`alterClientQuotas` and `describeClientQuotas` are AlterClientQuotas and DescribeClientQuotas
+(APIs 49 and 48)."""
 
 from __future__ import annotations
 
@@ -52,3 +54,43 @@ def test_platformatic_describes_the_in_memory_log_dir(server: Any) -> None:
         (0, "0"),
         (1, "0"),
     ]
+
+
+def test_platformatic_sets_describes_and_removes_client_quotas(server: Any, group_id: str) -> None:
+    user = "u-" + "".join(c if c.isalnum() else "-" for c in group_id)[-40:]
+    args = ["node", str(NODE_DIR / "client_quotas.mjs"), server.bootstrap, user]
+    done = subprocess.run(args, capture_output=True, text=True, timeout=RUN_TIMEOUT_S, cwd=NODE_DIR)
+    assert done.returncode == 0, f"{done.stdout}\n{done.stderr}"
+    steps = {s["step"]: s for s in map(json.loads, done.stdout.splitlines())}
+
+    def described(step: str) -> dict[tuple[tuple[str, str | None], ...], dict[str, float]]:
+        assert "error" not in steps[step], steps[step]
+        return {
+            tuple(sorted((e["entityType"], e["entityName"]) for e in entry["entity"])): {
+                v["key"]: v["value"] for v in entry["values"]
+            }
+            for entry in steps[step]["entries"]
+        }
+
+    assert [e["errorCode"] for e in steps["set"]["entries"]] == [0, 0, 0]
+    alice, both = (("user", user),), (("client-id", "app"), ("user", user))
+    default = (("user", None),)
+    # An exact user matches every entity naming that user, unless strict.
+    assert described("exact") == {
+        alice: {"producer_byte_rate": 1048576, "consumer_byte_rate": 2097152},
+        both: {"producer_byte_rate": 4096},
+    }
+    assert described("exact strict") == {
+        alice: {"producer_byte_rate": 1048576, "consumer_byte_rate": 2097152}
+    }
+    assert described("default")[default] == {"request_percentage": 50.5}
+    # validateOnly stored nothing; the removed key is gone; any user (the default too).
+    assert [e["errorCode"] for e in steps["validate only"]["entries"]] == [0]
+    specified = described("specified")
+    assert specified[alice] == {"producer_byte_rate": 1048576}
+    assert specified[default] == {"request_percentage": 50.5}
+    assert not any(dict(entity).get("user") == "other" for entity in specified)
+    # An IP takes only connection_creation_rate; an IP filter cannot name users (INVALID_REQUEST).
+    assert steps["bad key"]["error"] == [42, "Invalid configuration key producer_byte_rate"]
+    assert [e["errorCode"] for e in steps["ip"]["entries"]] == [0]
+    assert steps["bad filter"]["error"][0] == 42

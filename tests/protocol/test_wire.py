@@ -15,6 +15,7 @@ from typing import Any
 
 import pytest
 from kafka.protocol.admin import (
+    AlterClientQuotasRequest,
     AlterConfigsRequest,
     AlterPartitionReassignmentsRequest,
     CreateAclsRequest,
@@ -25,6 +26,7 @@ from kafka.protocol.admin import (
     DeleteRecordsRequest,
     DeleteTopicsRequest,
     DescribeAclsRequest,
+    DescribeClientQuotasRequest,
     DescribeClusterRequest,
     DescribeConfigsRequest,
     DescribeGroupsRequest,
@@ -622,6 +624,36 @@ def _sample(key: int, version: int, topic_id: uuid.UUID) -> tuple[Any, Any]:
         return req, lambda r: [x.error_code for x in r.filter_results] == [disabled]
     if key in (17, 36, 50, 51):
         return _security_sample(key, version)
+    if key == 49:
+        # Each version sets its own user's quota; 48 reads none back.
+        entry = AlterClientQuotasRequest.EntryData
+        user = f"wire-{version}"
+        req = AlterClientQuotasRequest(
+            version=version,
+            entries=[
+                entry(
+                    entity=[entry.EntityData(entity_type="user", entity_name=user)],
+                    ops=[entry.OpData(key="producer_byte_rate", value=1024.0, remove=False)],
+                )
+            ],
+            validate_only=False,
+        )
+        return (
+            req,
+            lambda r: (
+                [
+                    (e.error_code, [(x.entity_type, x.entity_name) for x in e.entity])
+                    for e in r.entries
+                ]
+                == [(0, [("user", user)])]
+            ),
+        )
+    if key == 48:
+        component = DescribeClientQuotasRequest.ComponentData(
+            entity_type="user", match_type=0, match="wire-none"
+        )
+        req = DescribeClientQuotasRequest(version=version, components=[component], strict=False)
+        return req, lambda r: r.error_code == 0 and r.entries == []
     raise AssertionError(f"no sample for API {key}")
 
 

@@ -75,6 +75,8 @@ EXPECTED: dict[int, ErrorCode | None] = {
     31: CLUSTER_DENIED,
     50: CLUSTER_DENIED,  # SCRAM credentials: Describe on the cluster
     51: CLUSTER_DENIED,  # ... and Alter to change them
+    48: CLUSTER_DENIED,  # client quotas: DescribeConfigs on the cluster
+    49: CLUSTER_DENIED,  # ... and AlterConfigs to change them
     # The SASL APIs are not authorized; on this PLAINTEXT listener they answer as without ACLs.
     17: ErrorCode.ILLEGAL_SASL_STATE,
     36: ErrorCode.ILLEGAL_SASL_STATE,

@@ -1,8 +1,8 @@
 """The cluster metadata log compacted at start (server/metadata_snapshot.py): whatever history
-of topics (`__consumer_offsets` too), configs, ACLs, SCRAM users, group configs and producer id
-blocks wrote it, the compacted log reads back to the same state, and so does a log holding both
-the old records and the snapshot (a crash between appending the snapshot and moving the log
-start)."""
+of topics (`__consumer_offsets` too), configs, ACLs, SCRAM users, group configs, client quotas
+and producer id blocks wrote it, the compacted log reads back to the same state, and so does a
+log holding both the old records and the snapshot (a crash between appending the snapshot and
+moving the log start)."""
 
 from __future__ import annotations
 
@@ -13,9 +13,10 @@ from typing import Any
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from kafka.protocol.admin import AlterClientQuotasRequest
 from minicoord.protocol import metadata_records as mr
 from minicoord.protocol.records import Record
-from minicoord.server import metadata_snapshot
+from minicoord.server import client_quotas, metadata_snapshot
 from minicoord.server.broker import Broker
 from minicoord.server.config import Config
 from minicoord.server.security import records as acl_records
@@ -38,6 +39,8 @@ GROUP_CONFIGS = [
     {"consumer.heartbeat.interval.ms": "3000", "consumer.session.timeout.ms": "30000"},
 ]
 
+QUOTA_ENTITIES = [(("user", "u1"),), (("user", None),), (("client-id", "c"), ("user", "u1"))]
+
 operation = st.one_of(
     st.tuples(st.just("create"), st.sampled_from(NAMES), st.integers(1, 3),
               st.sampled_from(TOPIC_CONFIGS)),
@@ -52,6 +55,9 @@ operation = st.one_of(
     st.tuples(st.just("group"), st.sampled_from(["g1", "g2"]), st.sampled_from(GROUP_CONFIGS)),
     st.tuples(st.just("pids")),
     st.tuples(st.just("offsets")),
+    st.tuples(st.just("quota"), st.sampled_from(QUOTA_ENTITIES),
+              st.sampled_from(["producer_byte_rate", "request_percentage"]),
+              st.none() | st.sampled_from([1024.0, 2048.0, 0.5])),
 )  # fmt: skip
 
 
@@ -95,6 +101,14 @@ def _apply(broker: Broker, op: tuple[Any, ...]) -> None:
         broker.persist_metadata(broker.coordinator.group_configs.set(args[0], dict(args[1])))
     elif kind == "offsets":  # made on a group's first FindCoordinator
         broker.create_offsets_topic()
+    elif kind == "quota":
+        entry = AlterClientQuotasRequest.EntryData
+        request = entry(
+            entity=[entry.EntityData(entity_type=t, entity_name=n) for t, n in args[0]],
+            ops=[entry.OpData(key=args[1], value=args[2] or 0.0, remove=args[2] is None)],
+        )
+        _, records = client_quotas.alter(broker.client_quotas, [request])
+        broker.persist_metadata(records)
     elif kind == "pids":
         ids = broker.data.producer_ids
         record = mr.ProducerIdsRecord(
@@ -120,6 +134,7 @@ def _state(broker: Broker) -> dict[str, Any]:
         },
         "groups": (dict(groups.overrides), dict(groups.session_ms), dict(groups.interval_ms)),
         "producer ids": broker.data.producer_ids.next_block_start,
+        "quotas": {e: dict(v) for e, v in broker.client_quotas.entities.items()},
         "offsets": topics.offsets.partitions if topics.offsets_topic_exists else None,
     }
 
@@ -154,6 +169,7 @@ def test_a_compacted_log_reads_back_to_the_same_state(ops: list[tuple[Any, ...]]
             reopened.coordinator.group_configs,
             reopened.acls,
             reopened.users,
+            reopened.client_quotas,
         )
         snapshot = metadata_snapshot.snapshot_records(0, *state)
         assert metadata_snapshot.live_records(*state) == len(snapshot)
