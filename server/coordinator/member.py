@@ -56,7 +56,8 @@ def intern_protocols(
 
 class Member:
     """Slots by hand rather than a dataclass: the timeouts and the protocols are each one
-    shared pair, so that ten thousand members hold 12 slots each, not 14."""
+    shared pair, so that ten thousand members hold 12 slots each, not 14. A member keeps no
+    protocol type: it is its group's (a JoinGroup that names another is refused)."""
 
     __slots__ = (
         "_protocols",
@@ -107,7 +108,6 @@ class Member:
         self.sync_ticket = sync_ticket
         self.supports_skip_assignment = supports_skip_assignment
         self.joined_at = joined_at
-        # (A member's protocol type is its group's: a JoinGroup that names another is refused.)
 
     def __repr__(self) -> str:
         return f"Member({self.member_id!r}, instance={self.group_instance_id!r})"
