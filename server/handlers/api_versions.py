@@ -2,15 +2,14 @@
 
 v0 lists each API with its version range; v1 adds throttle time; v3 is flexible and carries
 the client's software name and version (KIP-511), and the features, as a Kafka 4.0 broker
-reports them: `metadata.version` supported from 3.3-IV3 (level 7) to 4.0-IV3 (25) and finalized
-at 4.0-IV3, the level whose API versions these are; `group.version` finalized at 1 (KIP-848's
-consumer protocol is on). `transaction.version` is left out: only its level 0 (the classic
-transaction protocol) is served, and a client reads its absence as that. v4 only lets
+reports them: `metadata.version` supported from 3.3-IV3 (level 7) to 4.0-IV3 (25) and
+finalized at 4.0-IV3, the level whose API versions these are; `group.version` finalized at 1
+(KIP-848's consumer protocol is on). `transaction.version` is left out: only its level 0 (the
+classic transaction protocol) is served, and a client reads its absence as that. v4 only lets
 clients say they accept an UNSUPPORTED_VERSION answer at v0 — which every version gets
-anyway. The list comes from the
-handler registry: an API is advertised because a handler for it exists. A v3+ request whose
-software name or version is not KIP-511's `[a-zA-Z0-9](?:[a-zA-Z0-9-.]*[a-zA-Z0-9])?` is
-INVALID_REQUEST, as in Kafka.
+anyway. The list comes from the handler registry: an API is advertised because a handler for
+it exists. A v3+ request whose software name or version is not KIP-511's
+`[a-zA-Z0-9](?:[a-zA-Z0-9-.]*[a-zA-Z0-9])?` is INVALID_REQUEST, as in Kafka.
 
 The answer to an ApiVersions version we do not serve (v0 with UNSUPPORTED_VERSION and
 ApiVersions' own range, so the client can retry) is produced by the connection, before any
