@@ -44,7 +44,7 @@ _IP_KEYS: dict[str, int | None] = {"connection_creation_rate": _INT_MAX}
 Entity = tuple[tuple[str, str | None], ...]
 
 
-def entity_text(entity: Iterable[tuple[str, str | None]]) -> str:
+def _entity_text(entity: Iterable[tuple[str, str | None]]) -> str:
     """An entity as Kafka's messages print one (ClientQuotaEntity.toString)."""
     pairs = ", ".join(f"{kind}={name}" for kind, name in entity)
     return f"ClientQuotaEntity(entries={{{pairs}}})"
@@ -116,8 +116,9 @@ def alter(
             duplicate_key = duplicate_key or op.key in ops
             ops[op.key] = None if op.remove else op.value
         if duplicate_key or entity in outcomes:
-            # Kafka's result for either: the entity is ignored (its first entry stands).
-            message = f"Ignoring duplicate entity {entity_text(entity)}"
+            # Kafka's result for either: the entry is ignored (a repeated entity's first entry
+            # still stands).
+            message = f"Ignoring duplicate entity {_entity_text(entity)}"
             outcomes[entity] = Outcome(entity, ErrorCode.INVALID_REQUEST, message)
             continue
         error, made = _alter_entity(store, entity, ops)

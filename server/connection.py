@@ -172,10 +172,6 @@ class KafkaConnection(ReplyOrder, asyncio.Protocol):
         return self._site[0]
 
     @property
-    def advertised(self) -> tuple[str, int] | None:
-        return self._site[1]
-
-    @property
     def address(self) -> tuple[str, int]:
         return self._site[1] or ("", 0)
 

@@ -129,10 +129,6 @@ class Member:
         return self._protocols[1]
 
     @property
-    def is_new(self) -> bool:
-        return self.joined_at is not None
-
-    @property
     def awaiting_join(self) -> bool:
         return self.join_ticket is not None
 

@@ -140,7 +140,9 @@ def test_each_entity_stands_alone_and_a_repeated_one_is_ignored() -> None:
     }
 
 
-def filtered(store: QuotaStore, *components: tuple[str, int, str | None], strict: bool = False):
+def filtered(
+    store: QuotaStore, *components: tuple[str, int, str | None], strict: bool = False
+) -> set[Any]:
     found = describe(
         store, [Component(entity_type=t, match_type=m, match=n) for t, m, n in components], strict
     )
@@ -149,18 +151,15 @@ def filtered(store: QuotaStore, *components: tuple[str, int, str | None], strict
 
 def test_filters_match_as_kafkas_metadata_image_does() -> None:
     store = QuotaStore()
-    entities = [
-        [("user", "a")],
-        [("user", None)],
-        [("client-id", "c"), ("user", "a")],
-        [("client-id", None)],
-        [("ip", "10.0.0.1")],
-    ]
-    for entity in entities:
-        assert set_quotas(store, entry(entity, ("request_percentage", 1.0)) if entity[0][0] != "ip"
-                          else entry(entity, ("connection_creation_rate", 5.0))) == [
-            (ErrorCode.NONE, None)
-        ]  # fmt: skip
+    quota = ("request_percentage", 1.0)
+    for entity, op in [
+        ([("user", "a")], quota),
+        ([("user", None)], quota),
+        ([("client-id", "c"), ("user", "a")], quota),
+        ([("client-id", None)], quota),
+        ([("ip", "10.0.0.1")], ("connection_creation_rate", 5.0)),
+    ]:
+        assert set_quotas(store, entry(entity, op)) == [(ErrorCode.NONE, None)]
     a, default, a_c = (("user", "a"),), (("user", None),), (("client-id", "c"), ("user", "a"))
     assert filtered(store, ("user", MATCH_EXACT, "a")) == {a, a_c}
     assert filtered(store, ("user", MATCH_EXACT, "a"), strict=True) == {a}
