@@ -86,6 +86,9 @@ class Broker(ClusterMetadata):
         # `authorizer` is None without authorizer.class.name, which is what handlers test
         # before checking.
         self.authorizer: AclStore | None = self.acls if config.authorizer_enabled else None
+        # group.coordinator.rebalance.protocols names `consumer`: read by every
+        # ConsumerGroupHeartbeat, so worked out once.
+        self.consumer_protocol = config.consumer_protocol_enabled
         self.cluster_id = new_cluster_id()
         # Open connections, as the keys of a dict rather than a set: a set grows its table
         # fourfold below 50,000 entries, so ten thousand connections held 52-104 bytes each

@@ -81,12 +81,16 @@ class Config:
     group_consumer_max_assignment_interval_ms: int = 15_000
     group_consumer_assignors: str = "uniform,range"
     group_consumer_migration_policy: str = "bidirectional"
-    # Topic defaults (each topic config's broker synonym), Kafka's values.
-    log_retention_ms: int = 604_800_000
+    # Topic defaults (each topic config's broker synonym), Kafka's values. Retention and roll
+    # times as Kafka reads them: log.retention.ms if set, else log.retention.minutes if set,
+    # else log.retention.hours; log.roll.ms if set, else log.roll.hours (None: not set).
+    log_retention_ms: int | None = None
+    log_retention_minutes: int | None = None
+    log_retention_hours: int = 168
     log_retention_bytes: int = -1
     log_segment_bytes: int = 1_073_741_824
-    # Kafka: log.roll.hours=168, with log.roll.ms unset; the same time in ms.
-    log_roll_ms: int = 604_800_000
+    log_roll_ms: int | None = None
+    log_roll_hours: int = 168
     log_cleanup_policy: str = "delete"
     log_cleaner_min_compaction_lag_ms: int = 0
     log_cleaner_max_compaction_lag_ms: int = 9_223_372_036_854_775_807
@@ -111,6 +115,19 @@ class Config:
     # is made, as offsets.topic.num.partitions is).
     transaction_state_log_num_partitions: int = 50
     transaction_state_log_segment_bytes: int = 104_857_600
+    # Replication, under Kafka's names, on a broker that is alone: a second replica has nowhere
+    # to be, so the replication factors and the transaction log's min ISR can only be 1. (Kafka's
+    # defaults, 3 and 2, are what a one-broker Kafka is configured away from: with them its
+    # offsets and transaction topics are never created.) min.insync.replicas is every topic's
+    # default; above 1 an acks=all produce gets NOT_ENOUGH_REPLICAS, as on a one-broker Kafka.
+    offsets_topic_replication_factor: int = 1
+    transaction_state_log_replication_factor: int = 1
+    transaction_state_log_min_isr: int = 1
+    default_replication_factor: int = 1
+    min_insync_replicas: int = 1
+    # The group protocols served (Kafka 4.0's default): without `consumer`, ConsumerGroupHeartbeat
+    # and ConsumerGroupDescribe are answered UNSUPPORTED_VERSION, as Kafka answers them.
+    group_coordinator_rebalance_protocols: str = "classic,consumer"
     delete_topic_enable: bool = True
     # ACLs are enforced only with an authorizer, named as Kafka names its own (README, ACLs).
     authorizer_class_name: str = ""
@@ -179,12 +196,20 @@ class Config:
         return field is not None and bool(field.metadata.get("sensitive"))
 
     def value_of(self, name: str) -> str | None:
-        """A broker config's value as Kafka would print it, or None if there is no such config."""
+        """A broker config's value as Kafka would print it; None if there is no such config or
+        it is not set (a config whose Kafka default is null)."""
         field = self._kafka_fields().get(name)
         if field is None:
             return None
-        value = getattr(self, field.name)
-        return str(value).lower() if isinstance(value, bool) else str(value)
+        return _printed(getattr(self, field.name))
+
+    @classmethod
+    def default_of(cls, name: str) -> str | None:
+        """A broker config's default as Kafka would print it; None as value_of."""
+        field = cls._kafka_fields().get(name)
+        if field is None:
+            return None
+        return _printed(field.default)
 
     @classmethod
     def from_pairs(cls, pairs: dict[str, str] | list[tuple[str, str]]) -> Config:
@@ -251,6 +276,7 @@ class Config:
             if getattr(self, name) < 1:
                 raise ConfigError(f"{self.kafka_name(name)} must be at least 1")
         self._validate_consumer_groups()
+        self._validate_replication()
         self._validate_topic_defaults()
         for user in self.super_user_set:
             # StandardAuthorizer parses each with SecurityUtils.parseKafkaPrincipal.
@@ -326,20 +352,66 @@ class Config:
                 "disabled"
             )
 
+    def _validate_replication(self) -> None:
+        for name in (
+            "offsets_topic_replication_factor",
+            "transaction_state_log_replication_factor",
+            "transaction_state_log_min_isr",
+            "default_replication_factor",
+        ):
+            if getattr(self, name) != 1:
+                raise ConfigError(
+                    f"{self.kafka_name(name)} can only be 1: minicoord is a single broker, "
+                    "where no second replica can be"
+                )
+        if self.min_insync_replicas < 1:
+            raise ConfigError("min.insync.replicas must be at least 1")
+        protocols = self.rebalance_protocols
+        unknown = protocols - {"classic", "consumer", "share", "streams"}
+        if unknown:
+            raise ConfigError(
+                f"group.coordinator.rebalance.protocols: {', '.join(sorted(unknown))} is not a "
+                "protocol (classic, consumer, share, streams)"
+            )
+        if "classic" not in protocols:
+            # KafkaConfig's own check.
+            raise ConfigError("Disabling the 'classic' protocol is not supported.")
+        for kind, kip in (("share", "KIP-932"), ("streams", "KIP-1071")):
+            if kind in protocols:
+                raise ConfigError(
+                    f"group.coordinator.rebalance.protocols: minicoord does not serve {kind} "
+                    f"groups ({kip})"
+                )
+
+    @property
+    def rebalance_protocols(self) -> frozenset[str]:
+        return frozenset(
+            p.strip() for p in self.group_coordinator_rebalance_protocols.split(",") if p.strip()
+        )
+
+    @property
+    def consumer_protocol_enabled(self) -> bool:
+        return "consumer" in self.rebalance_protocols
+
     def _validate_topic_defaults(self) -> None:
         # Each is the default of a topic config: it must be a value that config accepts.
-        from minicoord.server.topic_configs import TOPIC_CONFIGS
+        from minicoord.server.topic_configs import TOPIC_CONFIGS, broker_synonyms, in_topic_unit
 
         for definition in TOPIC_CONFIGS.values():
-            if definition.synonym is None:
-                continue
-            raw = self.value_of(definition.synonym)
-            if raw is None:
-                continue
-            try:
-                definition.parse(raw)
-            except ValueError as exc:
-                raise ConfigError(f"{definition.synonym}: {exc}") from None
+            for name, factor in broker_synonyms(definition):
+                raw = self.value_of(name)
+                if raw is None:
+                    continue
+                try:
+                    definition.parse(in_topic_unit(raw, factor))
+                except ValueError as exc:
+                    raise ConfigError(f"{name}: {exc}") from None
+
+
+def _printed(value: Any) -> str | None:
+    if value is None:
+        return None
+    return str(value).lower() if isinstance(value, bool) else str(value)
 
 
 # What Java's Integer.parseInt / Long.parseLong and Double.parseDouble take, as Kafka's
@@ -377,6 +449,8 @@ def java_double(text: str) -> float:
 
 def _parse(name: str, kind: Any, raw: str) -> Any:
     kind = kind if isinstance(kind, str) else kind.__name__
+    # `int | None`: a config whose Kafka default is null (set, it is an int).
+    kind = kind.removesuffix(" | None")
     if kind == "bool":
         lowered = raw.strip().lower()
         if lowered not in ("true", "false"):

@@ -26,6 +26,7 @@ class ConfigType(IntEnum):
     BOOLEAN = 1
     STRING = 2
     INT = 3
+    SHORT = 4
     LONG = 5
     DOUBLE = 6
     LIST = 7
@@ -325,10 +326,12 @@ class TopicConfig:
         return definition.parse(raw)
 
     def _broker_value(self, definition: ConfigDef) -> str:
-        if definition.synonym is not None:
-            found = self._broker.get(definition.synonym)
-            if found is not None:
-                return found[0]
+        # The first synonym with a value, as Kafka reads log.retention.ms before
+        # log.retention.minutes before log.retention.hours.
+        for name, factor in broker_synonyms(definition):
+            found = self._broker.get(name)
+            if found:
+                return in_topic_unit(found[0][0], factor)
         return definition.default
 
     def describe(self, keys: list[str] | None = None) -> list[ConfigEntry]:
@@ -336,23 +339,31 @@ class TopicConfig:
         for name, definition in TOPIC_CONFIGS.items():
             if keys and name not in keys:
                 continue
-            broker = self._broker.get(definition.synonym) if definition.synonym else None
             synonyms: list[tuple[str, str, ConfigSource]] = []
             if name in self.overrides:
                 synonyms.append((name, self.overrides[name], ConfigSource.TOPIC_CONFIG))
-            if broker is not None and definition.synonym is not None:
-                synonyms.append((definition.synonym, broker[0], broker[1]))
-            if name in self.overrides:
-                value, source = self.overrides[name], ConfigSource.TOPIC_CONFIG
-            elif broker is not None and broker[1] is ConfigSource.STATIC_BROKER_CONFIG:
-                value, source = broker[0], ConfigSource.STATIC_BROKER_CONFIG
-            else:
-                value, source = self._broker_value(definition), ConfigSource.DEFAULT_CONFIG
+            chain = broker_synonyms(definition)
+            # ConfigHelper.configSynonyms: every synonym's value set at start, then every
+            # default, from the first synonym's on. So a retention set only in hours is
+            # listed nowhere (log.retention.ms, first, has neither), as Kafka lists it.
+            listed = [
+                (synonym, value, source)
+                for wanted in (ConfigSource.STATIC_BROKER_CONFIG, ConfigSource.DEFAULT_CONFIG)
+                for synonym, _ in chain
+                for value, source in self._broker.get(synonym, ())
+                if source is wanted
+            ]
+            while listed and listed[0][0] != chain[0][0]:
+                listed.pop(0)
+            synonyms += listed
+            value = self.overrides.get(name)
+            if value is None:
+                value = self._broker_value(definition)
             out.append(
                 ConfigEntry(
                     name,
                     _render(definition, value),
-                    source,
+                    synonyms[0][2] if synonyms else ConfigSource.DEFAULT_CONFIG,
                     definition.type,
                     definition.doc,
                     tuple(synonyms),
@@ -371,5 +382,30 @@ def _render(definition: ConfigDef, raw: str) -> str:
     return str(value)
 
 
-# broker config name -> (value, source) for the broker configs that are topic defaults.
-BrokerDefaults = Mapping[str, tuple[str, ConfigSource]]
+# broker config name -> its (value, source) pairs, the value set at start before the default,
+# for the broker configs that are topic defaults.
+BrokerDefaults = Mapping[str, tuple[tuple[str, ConfigSource], ...]]
+
+# Kafka's ServerTopicConfigSynonyms where a topic config has more than one broker synonym:
+# after ConfigDef.synonym, the others in the order Kafka reads them (the first set wins), each
+# with the factor from its unit to the topic config's.
+_LATER_SYNONYMS: dict[str, tuple[tuple[str, int], ...]] = {
+    "retention.ms": (("log.retention.minutes", 60_000), ("log.retention.hours", 3_600_000)),
+    "segment.ms": (("log.roll.hours", 3_600_000),),
+}
+
+
+def broker_synonyms(definition: ConfigDef) -> tuple[tuple[str, int], ...]:
+    """A topic config's broker synonyms, in Kafka's order, each with its factor to the topic
+    config's unit."""
+    if definition.synonym is None:
+        return ()
+    return ((definition.synonym, 1), *_LATER_SYNONYMS.get(definition.name, ()))
+
+
+def in_topic_unit(raw: str, factor: int) -> str:
+    """A broker synonym's value in its topic config's unit. A negative time is -1 (no limit),
+    as Kafka's logRetentionTimeMillis makes a retention of minutes or hours below 0."""
+    if factor == 1:
+        return raw
+    return str(max(java_integer(raw.strip()) * factor, -1))

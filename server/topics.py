@@ -161,30 +161,36 @@ def topic_name_error(name: str | None) -> str | None:
 
 
 STATIC, DEFAULT = ConfigSource.STATIC_BROKER_CONFIG, ConfigSource.DEFAULT_CONFIG
-# Broker synonyms whose Kafka default is null (the time is given in hours by another config,
-# or not at all): Kafka's ConfigHelper names them only when set, never as DEFAULT_CONFIG.
-UNSET_BY_DEFAULT = frozenset(
-    ("log.retention.ms", "log.roll.ms", "log.roll.jitter.ms", "log.flush.interval.ms")
-)
+# Broker synonyms minicoord has no config for whose Kafka default is null (log.roll.jitter.ms
+# gives way to log.roll.jitter.hours; log.flush.interval.ms has none): Kafka's ConfigHelper
+# names them only when set, never as DEFAULT_CONFIG. (log.retention.ms and log.roll.ms are
+# minicoord's configs, null by default too.)
+UNSET_BY_DEFAULT = frozenset(("log.roll.jitter.ms", "log.flush.interval.ms"))
 
 
 def broker_defaults(config: Config) -> BrokerDefaults:
-    """The broker synonyms of topic configs that have a value, with where it came from, as
-    Kafka's ConfigHelper.configSynonyms lists them: set at start (STATIC_BROKER_CONFIG), else
-    the broker's default (DEFAULT_CONFIG), which for a broker config minicoord does not have
-    is the topic config's own (the same value in Kafka)."""
-    from minicoord.server.topic_configs import TOPIC_CONFIGS
+    """The broker synonyms of topic configs, each with its values and where they come from,
+    as Kafka's ConfigHelper.configSynonyms lists them: set at start (STATIC_BROKER_CONFIG),
+    then the broker's default (DEFAULT_CONFIG) unless it is null. For a broker config
+    minicoord does not have, the default is the topic config's own (the same value in Kafka)."""
+    from minicoord.server.topic_configs import TOPIC_CONFIGS, broker_synonyms
 
-    out: dict[str, tuple[str, ConfigSource]] = {}
+    known = set(Config.known_names())
+    out: dict[str, tuple[tuple[str, ConfigSource], ...]] = {}
     for definition in TOPIC_CONFIGS.values():
-        name = definition.synonym
-        if name is None:
-            continue
-        if name in config.explicit:
-            out[name] = (config.value_of(name) or definition.default, STATIC)
-        elif name not in UNSET_BY_DEFAULT:
+        for name, _ in broker_synonyms(definition):
+            values: list[tuple[str, ConfigSource]] = []
             value = config.value_of(name)
-            out[name] = (definition.default if value is None else value, DEFAULT)
+            if name in config.explicit and value is not None:
+                values.append((value, STATIC))
+            if name in known:
+                default = Config.default_of(name)
+            else:
+                default = None if name in UNSET_BY_DEFAULT else definition.default
+            if default is not None:
+                values.append((default, DEFAULT))
+            if values:
+                out[name] = tuple(values)
     return out
 
 

@@ -40,6 +40,21 @@ def test_kafka_names_map_to_fields() -> None:
         # Numbers as Java reads them, not as Python does.
         {"log.retention.ms": "86_400_000"},
         {"offsets.retention.minutes": "1_0"},
+        {"log.retention.hours": "1.5"},
+        {"log.roll.hours": "0"},  # at least 1, as Kafka's ConfigDef says
+        # One broker: no second replica, whatever a multi-broker setup said.
+        {"offsets.topic.replication.factor": "3"},
+        {"transaction.state.log.replication.factor": "3"},
+        {"transaction.state.log.min.isr": "2"},
+        {"default.replication.factor": "2"},
+        {"min.insync.replicas": "0"},
+        # KafkaConfig: classic cannot be disabled; a protocol must be one Kafka knows.
+        {"group.coordinator.rebalance.protocols": "consumer"},
+        {"group.coordinator.rebalance.protocols": "classic,modern"},
+        {"group.coordinator.rebalance.protocols": ""},
+        # Kafka's, but not served here.
+        {"group.coordinator.rebalance.protocols": "classic,consumer,share"},
+        {"group.coordinator.rebalance.protocols": "classic,streams"},
     ],
 )
 def test_invalid_configs_are_rejected(pairs: dict[str, str]) -> None:
@@ -56,3 +71,38 @@ def test_numbers_are_read_as_java_reads_them() -> None:
 
 def test_parse_setting_keeps_equals_in_values() -> None:
     assert parse_setting("a.b=c=d") == ("a.b", "c=d")
+
+
+def test_single_broker_replication_settings_are_accepted() -> None:
+    # What a one-broker Kafka is configured with (every single-node compose file has these).
+    config = Config.from_pairs(
+        {
+            "offsets.topic.replication.factor": "1",
+            "transaction.state.log.replication.factor": "1",
+            "transaction.state.log.min.isr": "1",
+            "default.replication.factor": "1",
+            "min.insync.replicas": "2",
+        }
+    )
+    assert config.min_insync_replicas == 2
+
+
+def test_rebalance_protocols() -> None:
+    assert Config().consumer_protocol_enabled
+    assert not Config.from_pairs(
+        {"group.coordinator.rebalance.protocols": " classic "}
+    ).consumer_protocol_enabled
+    assert Config.from_pairs(
+        {"group.coordinator.rebalance.protocols": "consumer,classic"}
+    ).consumer_protocol_enabled
+
+
+def test_times_whose_kafka_default_is_null_are_unset_until_given() -> None:
+    config = Config.from_pairs({"log.retention.minutes": "5"})
+    assert (config.log_retention_ms, config.log_retention_minutes) == (None, 5)
+    assert (config.value_of("log.retention.ms"), config.value_of("log.retention.minutes")) == (
+        None,
+        "5",
+    )
+    assert Config.default_of("log.retention.hours") == "168"
+    assert Config.default_of("log.retention.ms") is None

@@ -60,6 +60,10 @@ def _hidden_topics(ctx: RequestContext, d: Any) -> set[str]:
 def handle(ctx: RequestContext, request: Any) -> Any:
     groups = []
     names = list(request.group_ids)
+    if not ctx.broker.consumer_protocol:
+        # As KafkaApis without the consumer protocol: every group, the bare error.
+        groups = [_refused(g, ErrorCode.UNSUPPORTED_VERSION, None) for g in names]
+        return ConsumerGroupDescribeResponse(version=ctx.version, throttle_time_ms=0, groups=groups)
     # With ACLs (as Kafka): Describe on each group, else GROUP_AUTHORIZATION_FAILED for it.
     checked = ctx.broker.authorizer is not None
     # A list, so that refused groups are answered in the order they were asked for.

@@ -40,6 +40,10 @@ def _owned(topic_partitions: Any) -> dict[uuid.UUID, frozenset[int]] | None:
 
 def handle(ctx: RequestContext, request: Any) -> Any:
     version = ctx.version
+    if not ctx.broker.consumer_protocol:
+        # group.coordinator.rebalance.protocols without `consumer`: Kafka's KafkaApis answers
+        # with the bare error (the Java consumer then tells its user to use group.protocol=classic).
+        return _encoded(HeartbeatOutcome(ErrorCode.UNSUPPORTED_VERSION, None))
     if ctx.broker.authorizer is not None and authorize.group_denied(ctx, request.group_id):
         return _encoded(HeartbeatOutcome(ErrorCode.GROUP_AUTHORIZATION_FAILED, GROUP_DENIED))
     if (

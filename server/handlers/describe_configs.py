@@ -175,11 +175,8 @@ def _broker_entries(
         sensitive = config.sensitive(name)
         # Kafka never sends a password's value back, set or not.
         value = None if sensitive else config.value_of(name)
-        source = (
-            ConfigSource.STATIC_BROKER_CONFIG
-            if name in config.explicit
-            else ConfigSource.DEFAULT_CONFIG
-        )
+        found = _synonyms(config, name, sensitive)
+        source = found[0].source if found else ConfigSource.DEFAULT_CONFIG
         out.append(
             Entry(
                 name=name,
@@ -188,12 +185,43 @@ def _broker_entries(
                 config_source=source,
                 is_default=source is ConfigSource.DEFAULT_CONFIG,
                 is_sensitive=sensitive,
-                synonyms=[Synonym(name=name, value=value, source=source)] if synonyms else [],
+                synonyms=found if synonyms else [],
                 config_type=_broker_type(config, name, sensitive),
                 documentation=None,
             )
         )
     return out
+
+
+# DynamicBrokerConfig.brokerConfigSynonyms: the configs that stand for one another, in the
+# order Kafka reads them (the first set wins).
+_SYNONYMS = {
+    name: chain
+    for chain in (
+        ("log.retention.ms", "log.retention.minutes", "log.retention.hours"),
+        ("log.roll.ms", "log.roll.hours"),
+    )
+    for name in chain
+}
+
+
+def _synonyms(config: Config, name: str, sensitive: bool) -> list[Any]:
+    """ConfigHelper.configSynonyms: each synonym's value set at start, then each non-null
+    default, from `name`'s own on (so log.retention.ms, unset, lists none)."""
+    chain = _SYNONYMS.get(name, (name,))
+    listed = [
+        Synonym(name=n, value=None if sensitive else v, source=source)
+        for source, read in (
+            (ConfigSource.STATIC_BROKER_CONFIG, config.value_of),
+            (ConfigSource.DEFAULT_CONFIG, Config.default_of),
+        )
+        for n in chain
+        if (source is ConfigSource.DEFAULT_CONFIG or n in config.explicit)
+        and (v := read(n)) is not None
+    ]
+    while listed and listed[0].name != name:
+        listed.pop(0)
+    return listed
 
 
 # Broker configs whose Kafka type (their ConfigDef in KafkaConfig, ServerLogConfigs,
@@ -227,6 +255,12 @@ _INT_CONFIGS = frozenset(
         "group.consumer.max.assignment.interval.ms",
         "message.max.bytes",
         "log.segment.bytes",
+        "log.retention.minutes",
+        "log.retention.hours",
+        "log.roll.hours",
+        "transaction.state.log.min.isr",
+        "default.replication.factor",
+        "min.insync.replicas",
         "producer.id.expiration.ms",
         "producer.id.expiration.check.interval.ms",
         "sasl.server.max.receive.size",
@@ -238,7 +272,11 @@ _LIST_CONFIGS = frozenset(
         "log.cleanup.policy",
         "ssl.enabled.protocols",
         "sasl.enabled.mechanisms",
+        "group.coordinator.rebalance.protocols",
     }
+)
+_SHORT_CONFIGS = frozenset(
+    {"offsets.topic.replication.factor", "transaction.state.log.replication.factor"}
 )
 
 
@@ -249,7 +287,11 @@ def _broker_type(config: Config, name: str, sensitive: bool) -> ConfigType:
         return ConfigType.INT
     if name in _LIST_CONFIGS:
         return ConfigType.LIST
-    return _type_of(getattr(config, name.replace(".", "_")))
+    if name in _SHORT_CONFIGS:
+        return ConfigType.SHORT
+    value = getattr(config, name.replace(".", "_"))
+    # The configs whose Kafka default is null are LONGs (log.retention.ms, log.roll.ms...).
+    return ConfigType.LONG if value is None else _type_of(value)
 
 
 def _type_of(value: Any) -> ConfigType:

@@ -645,6 +645,50 @@ def test_unknown_server_assignor_is_a_fatal_error_the_client_reports(
     )
 
 
+@pytest.mark.parametrize(
+    "kafka_server",
+    [{"group.coordinator.rebalance.protocols": "classic"}],
+    indirect=True,
+    ids=["classic-only"],
+)
+def test_a_broker_without_the_consumer_protocol_is_a_fatal_error_classic_still_works(
+    server: ServerProcess, members: ConfluentMembers, group_id: str
+) -> None:
+    # A Kafka 4 broker with group.coordinator.rebalance.protocols=classic answers
+    # ConsumerGroupHeartbeat UNSUPPORTED_VERSION; librdkafka gives up on the consumer (fatal,
+    # naming the API), where a user learns to set group.protocol=classic.
+    consumer = Consumer(
+        {
+            "bootstrap.servers": server.bootstrap,
+            "group.id": group_id,
+            "client.id": "cgp-classic-only",
+            "group.protocol": "consumer",
+            "logger": RDKAFKA_LOG,
+        }
+    )
+    errors: list[KafkaError] = []
+    try:
+        consumer.subscribe([TOPIC])
+
+        def poll() -> bool:
+            msg = consumer.poll(0.05)
+            if msg is not None and msg.error() is not None:
+                errors.append(msg.error())
+            return bool(errors)
+
+        wait_until(poll, 15, interval=0, what="the consumer to report an error")
+        (error,) = errors
+        assert error.code() == KafkaError._FATAL, error
+        assert "ConsumerGroupHeartbeat" in error.str(), error
+        assert KafkaError(KafkaError.UNSUPPORTED_VERSION).str() in error.str(), error
+    finally:
+        consumer.close()
+    assert not group_lines(server.log, group_id, "created")
+    # The same group with the classic protocol is served.
+    classic = members.add(protocol="classic")
+    members.wait_cover([classic])
+
+
 def test_describe_and_list_tell_consumer_groups_from_classic_ones(
     server: ServerProcess, members: ConfluentMembers, group_id: str, admin: AdminClient
 ) -> None:

@@ -156,7 +156,10 @@ def fetch_request(version: int, topics: Iterable[tuple[str, Iterable[Any]]]) -> 
 
 
 def describe_configs(
-    resource_type: int, names: Iterable[str], keys: list[str] | None = None
+    resource_type: int,
+    names: Iterable[str],
+    keys: list[str] | None = None,
+    synonyms: bool = False,
 ) -> Any:
     """DescribeConfigs v4 of the named resources of one type (`keys`: all when None)."""
     res = DescribeConfigsRequest.DescribeConfigsResource
@@ -166,7 +169,7 @@ def describe_configs(
             res(resource_type=resource_type, resource_name=n, configuration_keys=keys)
             for n in names
         ],
-        include_synonyms=False,
+        include_synonyms=synonyms,
         include_documentation=False,
     )
 

@@ -403,6 +403,16 @@ async def test_broker_configs_carry_kafkas_types() -> None:
         "compression.type": (2, "producer"),
         "ssl.keystore.certificate.chain": (9, None),
         "ssl.truststore.certificates": (9, None),
+        # Null by default (the hours configs hold Kafka's default), LONG.
+        "log.retention.ms": (5, None),
+        "log.retention.minutes": (3, None),
+        "log.retention.hours": (3, "168"),
+        "log.roll.ms": (5, None),
+        "log.roll.hours": (3, "168"),
+        "offsets.topic.replication.factor": (4, "1"),  # SHORT
+        "transaction.state.log.min.isr": (3, "1"),
+        "min.insync.replicas": (3, "1"),
+        "group.coordinator.rebalance.protocols": (7, "classic,consumer"),
     }
     with running() as server:
         host, port = server.bootstrap.rsplit(":", 1)
@@ -413,3 +423,49 @@ async def test_broker_configs_carry_kafkas_types() -> None:
     assert got == expected
     sensitive = {c.name for c in result.configs if c.is_sensitive}
     assert {"ssl.keystore.certificate.chain", "ssl.truststore.certificates"} <= sensitive
+
+
+@pytest.mark.asyncio
+async def test_broker_synonyms_are_listed_as_kafkas_config_helper_lists_them() -> None:
+    # Each config's value set at start, then its default, and the retention and roll times'
+    # synonyms (ms, minutes, hours) from the config's own on: log.retention.ms, unset and with
+    # no default, lists nothing even though minutes are set.
+    static, default = 4, 5
+    settings = {"log.retention.minutes": "30", "log.roll.hours": "2", "num.partitions": "3"}
+    with running(settings, topics=[("t", 1)]) as server:
+        host, port = server.bootstrap.rsplit(":", 1)
+        async with await ProtocolClient.connect(host, int(port)) as client:
+            broker = await client.request(describe_configs(4, ["0"], synonyms=True), 4)
+            topic = await client.request(
+                describe_configs(2, ["t"], ["retention.ms", "segment.ms"], synonyms=True), 4
+            )
+    (result,) = broker.results
+    got = {
+        c.name: (c.value, c.config_source, [(s.name, s.value, s.source) for s in c.synonyms])
+        for c in result.configs
+    }
+    assert got["log.retention.ms"] == (None, default, [])
+    assert got["log.retention.minutes"] == (
+        "30",
+        static,
+        [("log.retention.minutes", "30", static), ("log.retention.hours", "168", default)],
+    )
+    assert got["log.retention.hours"] == ("168", default, [("log.retention.hours", "168", default)])
+    assert got["log.roll.ms"] == (None, default, [])
+    assert got["log.roll.hours"] == (
+        "2",
+        static,
+        [("log.roll.hours", "2", static), ("log.roll.hours", "168", default)],
+    )
+    assert got["num.partitions"] == (
+        "3",
+        static,
+        [("num.partitions", "3", static), ("num.partitions", "1", default)],
+    )
+    # The topics take the times in ms; with log.retention.ms and log.roll.ms unset, Kafka
+    # lists no synonym and calls the source the default.
+    (described,) = topic.results
+    assert {(c.name, c.value, c.config_source, len(c.synonyms)) for c in described.configs} == {
+        ("retention.ms", "1800000", default, 0),
+        ("segment.ms", "7200000", default, 0),
+    }

@@ -3,10 +3,12 @@ OffsetForLeaderEpoch, DeleteRecords, retention and compaction of a topic."""
 
 from __future__ import annotations
 
+import pytest
 from datakit import NOW, Plane, batch, records
 from kafka.record.default_records import DefaultRecordBatch
 from minicoord.protocol.errors import ErrorCode
 from minicoord.server.data.fetching import FetchPartition, WaitedLog, read_partitions
+from minicoord.server.topic_configs import ConfigSource
 from minicoord.storage.batch import iter_batches
 from minicoord.storage.cleaner import clean
 
@@ -377,8 +379,10 @@ def test_default_synonyms_are_the_ones_kafka_lists() -> None:
     assert described["retention.ms"].synonyms == ()
     assert described["flush.ms"].synonyms == ()
     assert described["segment.jitter.ms"].synonyms == ()
+    # Every synonym set at start, then every default: log.roll.hours' 168 after log.roll.ms.
     assert described["segment.ms"].synonyms == (
         ("log.roll.ms", "100", ConfigSource.STATIC_BROKER_CONFIG),
+        ("log.roll.hours", "168", default),
     )
     for name, synonym, value in [
         ("min.insync.replicas", "min.insync.replicas", "1"),
@@ -390,3 +394,65 @@ def test_default_synonyms_are_the_ones_kafka_lists() -> None:
     ]:
         entry = described[name]
         assert (entry.source, entry.synonyms) == (default, ((synonym, value, default),)), name
+
+
+STATIC, DEFAULT = ConfigSource.STATIC_BROKER_CONFIG, ConfigSource.DEFAULT_CONFIG
+
+
+@pytest.mark.parametrize(
+    ("settings", "retention_ms", "synonyms"),
+    [
+        # Kafka's defaults: log.retention.hours=168, and nothing listed (log.retention.ms,
+        # the first synonym, has no value: ConfigHelper drops everything before it).
+        ({}, 604_800_000, ()),
+        ({"log.retention.hours": "1"}, 3_600_000, ()),
+        ({"log.retention.hours": "1", "log.retention.minutes": "5"}, 300_000, ()),
+        ({"log.retention.hours": "-1"}, -1, ()),
+        (
+            {"log.retention.minutes": "5", "log.retention.ms": "7"},
+            7,
+            (
+                ("log.retention.ms", "7", STATIC),
+                ("log.retention.minutes", "5", STATIC),
+                ("log.retention.hours", "168", DEFAULT),
+            ),
+        ),
+    ],
+)
+def test_retention_time_is_read_as_kafka_reads_it(
+    settings: dict[str, str], retention_ms: int, synonyms: tuple[object, ...]
+) -> None:
+    # KafkaConfig.logRetentionTimeMillis: ms if set, else minutes, else hours; any negative
+    # time is -1. Every topic's retention.ms follows, and DescribeConfigs reports it as Kafka.
+    from minicoord.server.config import Config
+
+    plane = Plane(Config.from_pairs(settings))
+    cfg = plane.topics.config_of(plane.topic("t"))
+    assert cfg.retention_ms == retention_ms
+    entry = {e.name: e for e in cfg.describe()}["retention.ms"]
+    assert (entry.value, entry.synonyms) == (str(retention_ms), synonyms)
+    assert entry.source is (synonyms[0][2] if synonyms else DEFAULT)
+
+
+def test_roll_time_in_hours_is_every_topics_segment_ms() -> None:
+    from minicoord.server.config import Config
+
+    plane = Plane(Config.from_pairs({"log.roll.hours": "2"}))
+    topic = plane.topic("t")
+    assert plane.topics.config_of(topic).segment_ms == 7_200_000
+    assert plane.data.partitions[("t", 0)].log.segment_ms == 7_200_000
+
+
+def test_broker_min_insync_replicas_is_every_topics_default() -> None:
+    # Above 1 on one broker, an acks=all produce is refused (NOT_ENOUGH_REPLICAS, produce.py).
+    from minicoord.server.config import Config
+
+    plane = Plane(Config.from_pairs({"min.insync.replicas": "2"}))
+    cfg = plane.topics.config_of(plane.topic("t"))
+    assert cfg.min_insync_replicas == 2
+    entry = {e.name: e for e in cfg.describe()}["min.insync.replicas"]
+    assert (entry.value, entry.source) == ("2", STATIC)
+    assert entry.synonyms == (
+        ("min.insync.replicas", "2", STATIC),
+        ("min.insync.replicas", "1", DEFAULT),
+    )
