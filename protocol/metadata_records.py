@@ -21,6 +21,7 @@ from minicoord.protocol.headers import MalformedHeader, read_uvarint, write_uvar
 
 FRAME_VERSION = 1
 RESOURCE_TOPIC = 2
+RESOURCE_BROKER = 4
 RESOURCE_GROUP = 32
 
 

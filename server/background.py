@@ -50,15 +50,15 @@ class BackgroundWork:
         for state in list(broker.data.partitions.values()):
             topic = state.topic
             plog = state.log
+            cfg = broker.topics.config_of(topic)
+            # The offsets topic's ratio and tombstone retention are the broker's
+            # (log.cleaner.*, set at start or at runtime), as for a topic without overrides.
+            ratio, retention = cfg.min_cleanable_ratio, cfg.delete_retention_ms
             if topic.name == OFFSETS_TOPIC:
-                ratio = self.config.log_cleaner_min_cleanable_ratio
-                retention = self.config.log_cleaner_delete_retention_ms
                 min_lag, max_lag = 0, None
+            elif not cfg.compact:
+                continue
             else:
-                cfg = broker.topics.config_of(topic)
-                if not cfg.compact:
-                    continue
-                ratio, retention = cfg.min_cleanable_ratio, cfg.delete_retention_ms
                 min_lag, max_lag = cfg.min_compaction_lag_ms, cfg.max_compaction_lag_ms
             now = broker.now()
             cleanable = plog.cleanable(now, min_lag)

@@ -102,12 +102,8 @@ def _compacted_topics(data_dir: Path, config: Config) -> dict[str, tuple[int, in
     """The topics whose cleanup.policy includes compact, from the cluster metadata log, each
     with its delete.retention.ms, min.compaction.lag.ms and segment.bytes (`__transaction_state`
     among them once it exists; `__consumer_offsets` is cleaned by the offsets settings)."""
-    from minicoord.server.topics import (
-        METADATA_TOPIC,
-        OFFSETS_TOPIC,
-        TopicRegistry,
-        replay_metadata,
-    )
+    from minicoord.server.cluster_metadata import replay_metadata
+    from minicoord.server.topics import METADATA_TOPIC, OFFSETS_TOPIC, TopicRegistry
     from minicoord.storage.log import log_dir
     from minicoord.storage.partition_log import PartitionLog
 

@@ -14,13 +14,13 @@ import logging
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any, TypeVar
 
+from minicoord.protocol import metadata_records as mr
 from minicoord.protocol.records import Record
 from minicoord.server.topics import (
     METADATA_TOPIC,
     OFFSETS_TOPIC,
     TRANSACTION_STATE_TOPIC,
     Topic,
-    replay_metadata,
 )
 
 if TYPE_CHECKING:
@@ -42,6 +42,48 @@ log = logging.getLogger("minicoord.broker")
 T = TypeVar("T")
 # The cluster metadata log is small: topics, configs and producer id blocks.
 METADATA_SEGMENT_BYTES = 8 * 1024 * 1024
+
+
+def replay_metadata(
+    plog: PartitionLog,
+    registry: TopicRegistry,
+    on_producer_ids: Callable[[int], None] | None = None,
+    on_acl: Callable[[Any], None] | None = None,
+    on_user: Callable[[Any], None] | None = None,
+    on_group_config: Callable[[Any], None] | None = None,
+    on_quota: Callable[[Any], None] | None = None,
+) -> tuple[int, int]:
+    """Rebuild the topics (producer id blocks, ACLs, SCRAM users, group configs, client
+    quotas) from the metadata log; (records read, records skipped as undecodable)."""
+    read = skipped = 0
+    for stored in plog.records():
+        read += 1
+        if stored.value is None:
+            continue
+        try:
+            record = mr.decode(stored.value)
+        except ValueError as exc:
+            log.warning("skipping cluster metadata record %d: %s", stored.offset, exc)
+            skipped += 1
+            continue
+        if isinstance(record, mr.ProducerIdsRecord):
+            if on_producer_ids is not None:
+                on_producer_ids(record.next_producer_id)
+        elif isinstance(record, mr.UserScramCredentialRecord | mr.RemoveUserScramCredentialRecord):
+            if on_user is not None:
+                on_user(record)
+        elif isinstance(record, mr.ConfigRecord) and record.resource_type == mr.RESOURCE_GROUP:
+            if on_group_config is not None:
+                on_group_config(record)
+        elif isinstance(record, mr.AccessControlEntryRecord | mr.RemoveAccessControlEntryRecord):
+            if on_acl is not None:
+                on_acl(record)
+        elif isinstance(record, mr.ClientQuotaRecord):
+            if on_quota is not None:
+                on_quota(record)
+        else:
+            registry.replay(record)
+    return read, skipped
 
 
 class ClusterMetadata:
@@ -281,3 +323,11 @@ class ClusterMetadata:
     def alter_topic_configs(self, topic: Topic, overrides: dict[str, str]) -> None:
         self.persist_metadata(self.topics.alter_configs(topic, overrides))
         self.data.apply_config(topic)
+
+    def alter_broker_configs(self, resource: str, overrides: dict[str, str]) -> None:
+        """Broker configs set at runtime (checked) for `resource` ("" for every broker): every
+        topic's defaults move, and its logs roll by the new size and age."""
+        self.persist_metadata(self.topics.alter_broker_configs(resource, overrides))
+        for topic in self.topics.all():
+            self.data.apply_config(topic)
+        log.info("broker configs of %r set at runtime: %s", resource or "every broker", overrides)

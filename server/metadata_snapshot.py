@@ -55,6 +55,7 @@ def live_records(
     count = sum(1 + len(topics.config_of(t).overrides) + t.partitions for t in topics.user_topics())
     count += 1 + topics.offsets.partitions if topics.offsets_topic_exists else 0
     count += 1 + topics.transaction_state.partitions if topics.transaction_state_exists else 0
+    count += sum(len(own) for own in topics.dynamic.values())
     count += 1 if producer_ids.next_block_start else 0
     count += sum(len(own) for own in group_configs.overrides.values())
     count += len(acls) if acls is not None else 0
@@ -73,9 +74,9 @@ def snapshot_records(
     users: UserStore | None,
     quotas: QuotaStore | None,
 ) -> list[bytes]:
-    """The records that rebuild the replayed state: topics with their configs and partitions,
-    the producer id block claimed last, group configs, ACLs, SCRAM credentials and client
-    quotas.
+    """The records that rebuild the replayed state: topics with their configs and partitions
+    (and the broker configs set at runtime), the producer id block claimed last, group
+    configs, ACLs, SCRAM credentials and client quotas.
 
     Only the state the log made: call it before anything given at start (--topic, --acl,
     --user) is added, or those would be written as if created through the admin APIs.

@@ -1,20 +1,21 @@
 """Topic configs: Kafka 4's names, types, defaults and validation, and each topic's values.
 
 A topic's value for a config is its own override if it has one, else the broker's value of
-the config's broker synonym (`log.retention.ms` for `retention.ms`, …) when minicoord has
-that broker config, else Kafka's default. DescribeConfigs reports every config with where
-its value came from, as Kafka does.
+the config's broker synonyms (`log.retention.ms`, then `.minutes`, then `.hours` for
+`retention.ms`), set at runtime for this broker or every broker, or at start, else Kafka's
+default. DescribeConfigs reports every config with where its value came from, as Kafka does.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from collections.abc import Callable, Mapping
 from enum import IntEnum
 from typing import Any
 
 from minicoord.protocol.lean_dataclass import dataclass
-from minicoord.server.config import java_double, java_integer
+from minicoord.server.config import Config, java_double, java_integer
 
 LONG_MAX = 9_223_372_036_854_775_807
 INT_MAX = 2_147_483_647
@@ -37,6 +38,8 @@ class ConfigSource(IntEnum):
     """DescribeConfigs' config_source (v1+)."""
 
     TOPIC_CONFIG = 1
+    DYNAMIC_BROKER_CONFIG = 2
+    DYNAMIC_DEFAULT_BROKER_CONFIG = 3
     STATIC_BROKER_CONFIG = 4
     DEFAULT_CONFIG = 5
     DYNAMIC_BROKER_LOGGER_CONFIG = 6
@@ -224,6 +227,14 @@ class InvalidConfig(ValueError):
     pass
 
 
+class UnknownConfig(InvalidConfig):
+    """A config name the resource's kind does not have (`name`)."""
+
+    def __init__(self, kind: str, name: str) -> None:
+        super().__init__(f"Unknown {kind} config name: {name}")
+        self.name = name
+
+
 def validate(overrides: Mapping[str, str | None]) -> dict[str, Any]:
     """Parsed overrides; InvalidConfig (INVALID_CONFIG) naming the first problem."""
     nulls = [k for k, v in overrides.items() if v is None]
@@ -343,12 +354,13 @@ class TopicConfig:
             if name in self.overrides:
                 synonyms.append((name, self.overrides[name], ConfigSource.TOPIC_CONFIG))
             chain = broker_synonyms(definition)
-            # ConfigHelper.configSynonyms: every synonym's value set at start, then every
-            # default, from the first synonym's on. So a retention set only in hours is
-            # listed nowhere (log.retention.ms, first, has neither), as Kafka lists it.
+            # ConfigHelper.configSynonyms: every synonym's value of each layer in turn (set
+            # for this broker, for every broker, at start, the default), from the first
+            # synonym's on. So a retention set only in hours is listed nowhere
+            # (log.retention.ms, first, has no value), as Kafka lists it.
             listed = [
                 (synonym, value, source)
-                for wanted in (ConfigSource.STATIC_BROKER_CONFIG, ConfigSource.DEFAULT_CONFIG)
+                for wanted in BROKER_LAYERS
                 for synonym, _ in chain
                 for value, source in self._broker.get(synonym, ())
                 if source is wanted
@@ -382,9 +394,58 @@ def _render(definition: ConfigDef, raw: str) -> str:
     return str(value)
 
 
-# broker config name -> its (value, source) pairs, the value set at start before the default,
-# for the broker configs that are topic defaults.
+# broker config name -> its (value, source) pairs, in the order of BROKER_LAYERS, for the
+# broker configs that are topic defaults.
 BrokerDefaults = Mapping[str, tuple[tuple[str, ConfigSource], ...]]
+# Where a broker config's value comes from, the first that has one winning: set at runtime for
+# this broker, for every broker (the cluster default), at start, Kafka's default.
+BROKER_LAYERS = (
+    ConfigSource.DYNAMIC_BROKER_CONFIG,
+    ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG,
+    ConfigSource.STATIC_BROKER_CONFIG,
+    ConfigSource.DEFAULT_CONFIG,
+)
+# Broker synonyms minicoord has no config for whose Kafka default is null (log.roll.jitter.ms
+# gives way to log.roll.jitter.hours; log.flush.interval.ms has none): Kafka's ConfigHelper
+# names them only when set, never as DEFAULT_CONFIG. (log.retention.ms and log.roll.ms are
+# minicoord's configs, null by default too.)
+UNSET_BY_DEFAULT = frozenset(("log.roll.jitter.ms", "log.flush.interval.ms"))
+
+
+def broker_defaults(config: Config, dynamic: Mapping[str, Mapping[str, str]]) -> BrokerDefaults:
+    """The broker synonyms of topic configs, each with its values and where they come from,
+    as Kafka's ConfigHelper.configSynonyms lists them (BROKER_LAYERS). `dynamic`: the values
+    set at runtime, by resource name (this broker's id, or "" for every broker). For a broker
+    config minicoord does not have, the default is the topic config's own (the same value in
+    Kafka)."""
+    own, every = dynamic.get(str(config.broker_id), {}), dynamic.get("", {})
+    out: dict[str, tuple[tuple[str, ConfigSource], ...]] = {}
+    for definition in TOPIC_CONFIGS.values():
+        for name, _ in broker_synonyms(definition):
+            values: list[tuple[str, ConfigSource]] = []
+            if name in own:
+                values.append((own[name], ConfigSource.DYNAMIC_BROKER_CONFIG))
+            if name in every:
+                values.append((every[name], ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG))
+            value = config.value_of(name)
+            if name in config.explicit and value is not None:
+                values.append((value, ConfigSource.STATIC_BROKER_CONFIG))
+            default = broker_default(name)
+            if default is not None:
+                values.append((default, ConfigSource.DEFAULT_CONFIG))
+            if values:
+                out[name] = tuple(values)
+    return out
+
+
+def broker_default(name: str) -> str | None:
+    """A broker config's default as Kafka prints it (None: null); for a topic config's broker
+    synonym that minicoord has no config for, the topic config's default (Kafka's too)."""
+    if name in Config.known_names() or name in UNSET_BY_DEFAULT:
+        return Config.default_of(name)
+    definition = _BY_SYNONYM.get(name)
+    return None if definition is None else definition.default
+
 
 # Kafka's ServerTopicConfigSynonyms where a topic config has more than one broker synonym:
 # after ConfigDef.synonym, the others in the order Kafka reads them (the first set wins), each
@@ -409,3 +470,14 @@ def in_topic_unit(raw: str, factor: int) -> str:
     if factor == 1:
         return raw
     return str(max(java_integer(raw.strip()) * factor, -1))
+
+
+# The broker configs that can be set at runtime (IncrementalAlterConfigs on a BROKER
+# resource): as Kafka's DynamicLogConfig, each topic config's first broker synonym, which is
+# every topic's default. Defined as their topic config is, under the broker's name.
+DYNAMIC_BROKER_CONFIGS = {
+    d.synonym: dataclasses.replace(d, name=d.synonym)
+    for d in TOPIC_CONFIGS.values()
+    if d.synonym is not None
+}
+_BY_SYNONYM = {name: d for d in TOPIC_CONFIGS.values() for name, _ in broker_synonyms(d)}

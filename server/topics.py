@@ -17,9 +17,8 @@ it exists from then on, or from start once a log of it is on disk.
 from __future__ import annotations
 
 import functools
-import logging
 import re
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import field
 from typing import TYPE_CHECKING, Any
 
@@ -28,18 +27,15 @@ from minicoord.protocol.errors import ErrorCode
 from minicoord.protocol.lean_dataclass import dataclass
 from minicoord.server.config import Config
 from minicoord.server.topic_configs import (
-    BrokerDefaults,
-    ConfigSource,
     InvalidConfig,
     TopicConfig,
+    broker_defaults,
     validate,
 )
-from minicoord.storage.partition_log import PartitionLog
 
 if TYPE_CHECKING:
     import uuid
 
-log = logging.getLogger("minicoord.topics")
 
 OFFSETS_TOPIC = "__consumer_offsets"
 # A stable id derived from the name (the offsets topic is not in the metadata log):
@@ -160,44 +156,13 @@ def topic_name_error(name: str | None) -> str | None:
     return f"Topic name is invalid: {reason}"
 
 
-STATIC, DEFAULT = ConfigSource.STATIC_BROKER_CONFIG, ConfigSource.DEFAULT_CONFIG
-# Broker synonyms minicoord has no config for whose Kafka default is null (log.roll.jitter.ms
-# gives way to log.roll.jitter.hours; log.flush.interval.ms has none): Kafka's ConfigHelper
-# names them only when set, never as DEFAULT_CONFIG. (log.retention.ms and log.roll.ms are
-# minicoord's configs, null by default too.)
-UNSET_BY_DEFAULT = frozenset(("log.roll.jitter.ms", "log.flush.interval.ms"))
-
-
-def broker_defaults(config: Config) -> BrokerDefaults:
-    """The broker synonyms of topic configs, each with its values and where they come from,
-    as Kafka's ConfigHelper.configSynonyms lists them: set at start (STATIC_BROKER_CONFIG),
-    then the broker's default (DEFAULT_CONFIG) unless it is null. For a broker config
-    minicoord does not have, the default is the topic config's own (the same value in Kafka)."""
-    from minicoord.server.topic_configs import TOPIC_CONFIGS, broker_synonyms
-
-    known = set(Config.known_names())
-    out: dict[str, tuple[tuple[str, ConfigSource], ...]] = {}
-    for definition in TOPIC_CONFIGS.values():
-        for name, _ in broker_synonyms(definition):
-            values: list[tuple[str, ConfigSource]] = []
-            value = config.value_of(name)
-            if name in config.explicit and value is not None:
-                values.append((value, STATIC))
-            if name in known:
-                default = Config.default_of(name)
-            else:
-                default = None if name in UNSET_BY_DEFAULT else definition.default
-            if default is not None:
-                values.append((default, DEFAULT))
-            if values:
-                out[name] = tuple(values)
-    return out
-
-
 class TopicRegistry:
     def __init__(self, config: Config) -> None:
         self.config = config
-        self.defaults = broker_defaults(config)
+        # Broker configs set at runtime (topic defaults), by resource name: this broker's id,
+        # or "" for the cluster default.
+        self.dynamic: dict[str, dict[str, str]] = {}
+        self.defaults = broker_defaults(config, self.dynamic)
         self._by_name: dict[str, Topic] = {}
         self._by_id: dict[uuid.UUID, Topic] = {}
         # Moves on every change of a topic's name, id or partition count: answers built from
@@ -238,14 +203,17 @@ class TopicRegistry:
         import uuid
 
         topic = Topic(name, partitions, uuid.UUID(topic_id), internal=True)
+        topic.config = self._internal_config(overrides, segment)
+        return topic
+
+    def _internal_config(self, overrides: dict[str, str], segment: int) -> TopicConfig:
         # The overrides are what DescribeConfigs reports as the topic's own; its logs roll at
         # the configured size. Set, not parsed: offsets.topic.segment.bytes may lie below the
         # 1 MiB a topic's segment.bytes may be given (tests make it small to roll segments).
         config = TopicConfig(overrides, self.defaults)
         config.overrides["segment.bytes"] = str(segment)
         config.segment_bytes = segment
-        topic.config = config
-        return topic
+        return config
 
     def _no_overrides(self) -> TopicConfig:
         # One for every topic without overrides read back at start: a TopicConfig is never
@@ -400,6 +368,38 @@ class TopicRegistry:
         topic.config = TopicConfig(dict(overrides), self.defaults)
         return records
 
+    def alter_broker_configs(self, resource: str, overrides: Mapping[str, str]) -> list[bytes]:
+        """Replace the broker configs set at runtime for `resource` (this broker's id, or ""
+        for every broker; already checked) by `overrides`: every topic's defaults follow."""
+        current = self.dynamic.get(resource, {})
+        records = [_broker_record(resource, k, None) for k in current if k not in overrides]
+        records += [
+            _broker_record(resource, k, v) for k, v in overrides.items() if current.get(k) != v
+        ]
+        self._set_dynamic(resource, dict(overrides))
+        return records
+
+    def _set_dynamic(self, resource: str, overrides: dict[str, str]) -> None:
+        if overrides:
+            self.dynamic[resource] = overrides
+        else:
+            self.dynamic.pop(resource, None)
+        self.defaults = broker_defaults(self.config, self.dynamic)
+        self._plain_config = None
+        for topic in self._by_name.values():
+            own = dict(self.config_of(topic).overrides)
+            if topic.internal:
+                segment = int(own.pop("segment.bytes"))
+                topic.config = self._internal_config(own, segment)
+            else:
+                topic.config = TopicConfig(own, self.defaults) if own else self._no_overrides()
+        for name in ("offsets", "transaction_state"):
+            internal = self.__dict__.get(name)  # made, but maybe not in the maps yet
+            if internal is not None and internal.name not in self._by_name:
+                own = dict(self.config_of(internal).overrides)
+                segment = int(own.pop("segment.bytes"))
+                internal.config = self._internal_config(own, segment)
+
     def snapshot(self) -> list[bytes]:
         """Records that make the topics as they are now, replayed on an empty registry or on
         this one (each topic's TopicRecord starts it afresh, so they may follow the records
@@ -416,6 +416,11 @@ class TopicRegistry:
             records += self.offsets_records()
         if self.transaction_state_exists:
             records += self.transaction_state_records()
+        records += [
+            _broker_record(resource, k, v)
+            for resource, own in self.dynamic.items()
+            for k, v in own.items()
+        ]
         return records
 
     # -- replay ---------------------------------------------------------------------------
@@ -436,6 +441,13 @@ class TopicRegistry:
             topic = self._by_id.get(record.topic_id)
             if topic is not None:
                 topic.partitions = max(topic.partitions, record.partition_id + 1)
+        elif isinstance(record, mr.ConfigRecord) and record.resource_type == mr.RESOURCE_BROKER:
+            own = dict(self.dynamic.get(record.resource_name, {}))
+            if record.value is None:
+                own.pop(record.name, None)
+            else:
+                own[record.name] = record.value
+            self._set_dynamic(record.resource_name, own)
         elif isinstance(record, mr.ConfigRecord):
             topic = self._by_name.get(record.resource_name)
             if record.resource_type == mr.RESOURCE_TOPIC and topic is not None:
@@ -451,52 +463,18 @@ class TopicRegistry:
                 self._by_name.pop(topic.name, None)
 
 
-def replay_metadata(
-    plog: PartitionLog,
-    registry: TopicRegistry,
-    on_producer_ids: Callable[[int], None] | None = None,
-    on_acl: Callable[[Any], None] | None = None,
-    on_user: Callable[[Any], None] | None = None,
-    on_group_config: Callable[[Any], None] | None = None,
-    on_quota: Callable[[Any], None] | None = None,
-) -> tuple[int, int]:
-    """Rebuild the topics (producer id blocks, ACLs, SCRAM users, group configs, client
-    quotas) from the metadata log; (records read, records skipped as undecodable)."""
-    read = skipped = 0
-    for stored in plog.records():
-        read += 1
-        if stored.value is None:
-            continue
-        try:
-            record = mr.decode(stored.value)
-        except ValueError as exc:
-            log.warning("skipping cluster metadata record %d: %s", stored.offset, exc)
-            skipped += 1
-            continue
-        if isinstance(record, mr.ProducerIdsRecord):
-            if on_producer_ids is not None:
-                on_producer_ids(record.next_producer_id)
-        elif isinstance(record, mr.UserScramCredentialRecord | mr.RemoveUserScramCredentialRecord):
-            if on_user is not None:
-                on_user(record)
-        elif isinstance(record, mr.ConfigRecord) and record.resource_type == mr.RESOURCE_GROUP:
-            if on_group_config is not None:
-                on_group_config(record)
-        elif isinstance(record, mr.AccessControlEntryRecord | mr.RemoveAccessControlEntryRecord):
-            if on_acl is not None:
-                on_acl(record)
-        elif isinstance(record, mr.ClientQuotaRecord):
-            if on_quota is not None:
-                on_quota(record)
-        else:
-            registry.replay(record)
-    return read, skipped
-
-
 def _config_record(topic: str, name: str, value: str | None) -> bytes:
     return mr.encode(
         mr.ConfigRecord(
             resource_type=mr.RESOURCE_TOPIC, resource_name=topic, name=name, value=value
+        )
+    )
+
+
+def _broker_record(resource: str, name: str, value: str | None) -> bytes:
+    return mr.encode(
+        mr.ConfigRecord(
+            resource_type=mr.RESOURCE_BROKER, resource_name=resource, name=name, value=value
         )
     )
 

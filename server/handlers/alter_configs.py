@@ -6,8 +6,8 @@ clients have (kafkajs' `admin.alterConfigs`). As Kafka's legacy path does, every
 not named is removed; a null value, a config named twice and a resource named twice are
 INVALID_REQUEST; the result is validated as at CreateTopics (INVALID_CONFIG) and persisted
 as ConfigRecords before the answer.
-`validate_only` changes nothing. Broker configs are static here: INVALID_REQUEST. v2 is
-flexible.
+Broker configs: as IncrementalAlterConfigs takes them, the given set replacing the ones set at
+runtime. `validate_only` changes nothing. v2 is flexible.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from kafka.protocol.admin import AlterConfigsResponse
 from minicoord.protocol.apis import SPECS
 from minicoord.server.handlers.base import Handler, RequestContext
 from minicoord.server.handlers.incremental_alter_configs import alter_resources
-from minicoord.server.topic_configs import ConfigDef, InvalidConfig
+from minicoord.server.topic_configs import ConfigDef, UnknownConfig
 
 API_KEY = 33
 
@@ -36,7 +36,7 @@ def _replacing(configs: Any, defs: dict[str, ConfigDef], kind: str) -> dict[str,
     overrides = {}
     for c in configs:
         if c.name not in defs:
-            raise InvalidConfig(f"Unknown {kind} config name: {c.name}")
+            raise UnknownConfig(kind, c.name)
         overrides[c.name] = c.value  # not null: refused before (incremental_alter_configs)
     return overrides
 

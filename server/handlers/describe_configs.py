@@ -1,17 +1,18 @@
 """DescribeConfigs (key 32), versions 1-4.
 
 Topics: every Kafka topic config with its value and where the value came from (the topic's
-override, a broker config given with --config, or Kafka's default), with synonyms when asked
-(v1+), types and documentation when asked (v3+). The broker (named by its id): every broker
-config minicoord has, read-only (they are set at start). A group (any id, as in Kafka): its
-consumer session timeout and heartbeat interval, its own or the broker's. The broker's loggers
-(server/broker_loggers.py) with their levels. A client-metrics subscription: no configs (none
-are kept). v4 is flexible.
+override, a broker config set at runtime or given with --config, or Kafka's default), with
+synonyms when asked (v1+), types and documentation when asked (v3+). The broker (named by its
+id): every broker config minicoord has, read-only but for the topic defaults that can be set
+at runtime; named "", the configs set at runtime for every broker. A group (any id, as in
+Kafka): its consumer session timeout and heartbeat interval, its own or the broker's. The
+broker's loggers (server/broker_loggers.py) with their levels. A client-metrics subscription:
+no configs (none are kept). v4 is flexible.
 """
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from kafka.protocol.admin import DescribeConfigsResponse
 from minicoord.protocol.apis import SPECS
@@ -22,8 +23,17 @@ from minicoord.server.config import Config, node_id
 from minicoord.server.group_configs import GROUP_RESOURCE
 from minicoord.server.handlers.base import Handler, RequestContext
 from minicoord.server.security import authorize
-from minicoord.server.topic_configs import ConfigSource, ConfigType
+from minicoord.server.topic_configs import (
+    BROKER_LAYERS,
+    DYNAMIC_BROKER_CONFIGS,
+    ConfigSource,
+    ConfigType,
+    broker_default,
+)
 from minicoord.server.topics import topic_name_error
+
+if TYPE_CHECKING:
+    from minicoord.server.broker import Broker
 
 API_KEY = 32
 RESOURCE_TOPIC = 2
@@ -81,7 +91,7 @@ def handle(ctx: RequestContext, request: Any) -> Any:
         elif r.resource_type == RESOURCE_BROKER:
             node = ctx.broker.config.broker_id
             if not r.resource_name:
-                configs = []  # no cluster-wide dynamic defaults
+                configs = _broker_entries(ctx.broker, keys, synonyms, per_broker=False)
             elif (named := node_id(r.resource_name)) is None:
                 # ConfigHelper.resourceNameToBrokerId: Java's Integer.parseInt, so "00" is 0.
                 error = ErrorCode.INVALID_REQUEST
@@ -93,7 +103,7 @@ def handle(ctx: RequestContext, request: Any) -> Any:
                     f"{r.resource_name}"
                 )
             else:
-                configs = _broker_entries(ctx.broker.config, keys, synonyms, documentation)
+                configs = _broker_entries(ctx.broker, keys, synonyms, per_broker=True)
         elif r.resource_type == BROKER_LOGGER:
             node = ctx.broker.config.broker_id
             # ConfigHelper's checks and words for this type.
@@ -166,22 +176,37 @@ def _group_entries(
 
 
 def _broker_entries(
-    config: Config, keys: list[str] | None, synonyms: bool, documentation: bool
+    broker: Broker, keys: list[str] | None, synonyms: bool, per_broker: bool
 ) -> list[Any]:
+    """This broker's configs (`per_broker`), or those set at runtime for every broker (the
+    resource named ""), as Kafka's ConfigHelper.createBrokerConfigEntry describes them."""
+    config = broker.config
+    dynamic = broker.topics.dynamic
+    layers = {
+        ConfigSource.DYNAMIC_BROKER_CONFIG: dynamic.get(str(config.broker_id), {})
+        if per_broker
+        else {},
+        ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG: dynamic.get("", {}),
+    }
+    if per_broker:
+        known = config.known_names()
+        names = known + sorted({n for own in layers.values() for n in own} - set(known))
+    else:
+        names = sorted(layers[ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG])
     out = []
-    for name in config.known_names():
+    for name in names:
         if keys and name not in keys:
             continue
         sensitive = config.sensitive(name)
-        # Kafka never sends a password's value back, set or not.
-        value = None if sensitive else config.value_of(name)
-        found = _synonyms(config, name, sensitive)
+        found = _synonyms(config, layers, name, sensitive)
+        value = _value(config, layers, name)
         source = found[0].source if found else ConfigSource.DEFAULT_CONFIG
         out.append(
             Entry(
                 name=name,
-                value=value,
-                read_only=True,
+                # Kafka never sends a password's value back, set or not.
+                value=None if sensitive else value,
+                read_only=name not in DYNAMIC_BROKER_CONFIGS,
                 config_source=source,
                 is_default=source is ConfigSource.DEFAULT_CONFIG,
                 is_sensitive=sensitive,
@@ -203,21 +228,36 @@ _SYNONYMS = {
     )
     for name in chain
 }
+Layers = dict[ConfigSource, dict[str, str]]
 
 
-def _synonyms(config: Config, name: str, sensitive: bool) -> list[Any]:
-    """ConfigHelper.configSynonyms: each synonym's value set at start, then each non-null
-    default, from `name`'s own on (so log.retention.ms, unset, lists none)."""
+def _value(config: Config, layers: Layers, name: str) -> str | None:
+    """A broker config's value: set at runtime (for this broker, then for all), else at start
+    or by default."""
+    for own in layers.values():
+        if name in own:
+            return own[name]
+    return config.value_of(name) if name in config.known_names() else broker_default(name)
+
+
+def _synonyms(config: Config, layers: Layers, name: str, sensitive: bool) -> list[Any]:
+    """ConfigHelper.configSynonyms: each synonym's value of each layer in turn (set at runtime
+    for this broker, for every broker, set at start, the non-null default), from `name`'s own
+    on (so log.retention.ms, unset, lists none)."""
     chain = _SYNONYMS.get(name, (name,))
+
+    def of(source: ConfigSource, n: str) -> str | None:
+        if source in layers:
+            return layers[source].get(n)
+        if source is ConfigSource.STATIC_BROKER_CONFIG:
+            return config.value_of(n) if n in config.explicit else None
+        return broker_default(n)
+
     listed = [
         Synonym(name=n, value=None if sensitive else v, source=source)
-        for source, read in (
-            (ConfigSource.STATIC_BROKER_CONFIG, config.value_of),
-            (ConfigSource.DEFAULT_CONFIG, Config.default_of),
-        )
+        for source in BROKER_LAYERS
         for n in chain
-        if (source is ConfigSource.DEFAULT_CONFIG or n in config.explicit)
-        and (v := read(n)) is not None
+        if (v := of(source, n)) is not None
     ]
     while listed and listed[0].name != name:
         listed.pop(0)

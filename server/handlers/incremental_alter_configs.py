@@ -4,7 +4,9 @@ Topic configs can be set, deleted, appended to and subtracted from (the last two
 configs such as cleanup.policy); the result is validated as at CreateTopics (INVALID_CONFIG)
 and persisted as ConfigRecords before the answer. Group configs (resource type 32: a consumer
 group's session timeout and heartbeat interval, server/group_configs.py) likewise. Broker
-configs are static here (set with --config at start): altering them is INVALID_REQUEST.
+configs that are every topic's default (log.retention.ms, log.segment.bytes, ...) can be set
+for this broker or for every broker, as Kafka's dynamic broker configs, and are persisted as
+ConfigRecords too; any other broker config is set with --config at start (INVALID_REQUEST).
 The broker's loggers (type 8) take a level, or lose theirs (server/broker_loggers.py).
 `validate_only` changes nothing. v1 is flexible.
 """
@@ -27,10 +29,12 @@ from minicoord.server.group_configs import GROUP_RESOURCE
 from minicoord.server.handlers.base import Handler, RequestContext
 from minicoord.server.security import authorize
 from minicoord.server.topic_configs import (
+    DYNAMIC_BROKER_CONFIGS,
     TOPIC_CONFIGS,
     ConfigDef,
     ConfigType,
     InvalidConfig,
+    UnknownConfig,
     validate,
 )
 
@@ -163,10 +167,7 @@ def alter_resource(
             broker.alter_group_configs(name, overrides)
         return ErrorCode.NONE, None
     if resource_type == RESOURCE_BROKER:
-        return (
-            ErrorCode.INVALID_REQUEST,
-            "minicoord's broker configs are static: set them with --config at start",
-        )
+        return _alter_broker(ctx, name, overrides_of, validate_only)
     if resource_type == RESOURCE_CLIENT_METRICS:
         return (
             ErrorCode.INVALID_REQUEST,
@@ -197,6 +198,47 @@ def alter_resource(
     return ErrorCode.NONE, None
 
 
+def _alter_broker(
+    ctx: RequestContext, name: str, overrides_of: Overrides, validate_only: bool
+) -> tuple[ErrorCode, str | None]:
+    """Broker configs set at runtime, for this broker (its id) or every broker (""): the
+    topic defaults only (DYNAMIC_BROKER_CONFIGS), checked as Kafka's broker checks a change
+    before it goes to the controller, with its words."""
+    broker = ctx.broker
+    node = broker.config.broker_id
+    if name:
+        # As Kafka's ConfigAdminManager, which reads the id as Java's Integer.parseInt does.
+        named = node_id(name)
+        if named is None:
+            return ErrorCode.INVALID_REQUEST, f"Node id must be an integer, but it is: {name}"
+        if named != node:
+            message = f"Unexpected broker id, expected {node}, but received {name}"
+            return ErrorCode.INVALID_REQUEST, message
+    resource = f"ConfigResource(type=BROKER, name='{name}')"
+    key = str(node) if name else ""
+    current = broker.topics.dynamic.get(key, {})
+    try:
+        overrides = overrides_of(dict(current), DYNAMIC_BROKER_CONFIGS, "broker")
+    except UnknownConfig as exc:
+        # Kafka's refusal of a config that is not dynamic: minicoord changes at runtime only
+        # what every topic takes as its default.
+        return (
+            ErrorCode.INVALID_REQUEST,
+            f"Invalid config value for resource {resource}: Cannot update these configs "
+            f"dynamically: Set({exc.name})",
+        )
+    except InvalidConfig as exc:
+        return ErrorCode.INVALID_REQUEST, f"Invalid config value for resource {resource}: {exc}"
+    for config, value in overrides.items():
+        try:
+            DYNAMIC_BROKER_CONFIGS[config].parse(value)
+        except ValueError as exc:
+            return ErrorCode.INVALID_REQUEST, f"Invalid config value for resource {resource}: {exc}"
+    if not validate_only:
+        broker.alter_broker_configs(key, overrides)
+    return ErrorCode.NONE, None
+
+
 def _altered(
     overrides: dict[str, str], changes: Any, defs: dict[str, ConfigDef], kind: str
 ) -> dict[str, str]:
@@ -213,7 +255,7 @@ def _altered(
             what = "APPEND" if op == APPEND else "SUBTRACT"
             raise InvalidConfig(f"Can't {what} to key {c.name} because its type is not LIST.")
         if definition is None:
-            raise InvalidConfig(f"Unknown {kind} config name: {c.name}")
+            raise UnknownConfig(kind, c.name)
         if op == SET:
             overrides[c.name] = c.value  # not null: refused before (_malformed)
         elif op == DELETE:

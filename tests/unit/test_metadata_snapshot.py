@@ -1,8 +1,8 @@
 """The cluster metadata log compacted at start (server/metadata_snapshot.py): whatever history
-of topics (`__consumer_offsets` too), configs, ACLs, SCRAM users, group configs, client quotas
-and producer id blocks wrote it, the compacted log reads back to the same state, and so does a
-log holding both the old records and the snapshot (a crash between appending the snapshot and
-moving the log start)."""
+of topics (`__consumer_offsets` too), configs (broker configs set at runtime too), ACLs, SCRAM
+users, group configs, client quotas and producer id blocks wrote it, the compacted log reads
+back to the same state, and so does a log holding both the old records and the snapshot (a
+crash between appending the snapshot and moving the log start)."""
 
 from __future__ import annotations
 
@@ -39,6 +39,8 @@ GROUP_CONFIGS = [
     {"consumer.heartbeat.interval.ms": "3000", "consumer.session.timeout.ms": "30000"},
 ]
 
+BROKER_CONFIGS = [{}, {"log.retention.ms": "5000"}, {"log.segment.bytes": "2097152"}]
+
 QUOTA_ENTITIES = [(("user", "u1"),), (("user", None),), (("client-id", "c"), ("user", "u1"))]
 
 operation = st.one_of(
@@ -53,6 +55,7 @@ operation = st.one_of(
               st.binary(min_size=1, max_size=4)),
     st.tuples(st.just("unuser"), st.sampled_from(["u1", "u2"]), st.sampled_from([1, 2])),
     st.tuples(st.just("group"), st.sampled_from(["g1", "g2"]), st.sampled_from(GROUP_CONFIGS)),
+    st.tuples(st.just("broker"), st.sampled_from(["", "0"]), st.sampled_from(BROKER_CONFIGS)),
     st.tuples(st.just("pids")),
     st.tuples(st.just("offsets")),
     st.tuples(st.just("quota"), st.sampled_from(QUOTA_ENTITIES),
@@ -99,6 +102,8 @@ def _apply(broker: Broker, op: tuple[Any, ...]) -> None:
         broker.persist_metadata([mr.encode(record)])
     elif kind == "group":
         broker.persist_metadata(broker.coordinator.group_configs.set(args[0], dict(args[1])))
+    elif kind == "broker":
+        broker.alter_broker_configs(args[0], dict(args[1]))
     elif kind == "offsets":  # made on a group's first FindCoordinator
         broker.create_offsets_topic()
     elif kind == "quota":
@@ -136,6 +141,9 @@ def _state(broker: Broker) -> dict[str, Any]:
         "producer ids": broker.data.producer_ids.next_block_start,
         "quotas": {e: dict(v) for e, v in broker.client_quotas.entities.items()},
         "offsets": topics.offsets.partitions if topics.offsets_topic_exists else None,
+        "broker configs": dict(topics.dynamic),
+        # What every topic takes from them.
+        "retention": [topics.config_of(t).retention_ms for t in topics.user_topics()],
     }
 
 

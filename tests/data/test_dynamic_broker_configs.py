@@ -1,0 +1,222 @@
+"""Broker configs set at runtime (Kafka's dynamic broker configs, KIP-226): the topic defaults
+(log.retention.ms, log.segment.bytes, ...) for this broker or for every broker, through
+IncrementalAlterConfigs and AlterConfigs on a BROKER resource, persisted in the metadata log.
+Each topic without its own override follows at once; DescribeConfigs reports the layers as
+Kafka's ConfigHelper does (set for this broker, for every broker, at start, the default)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+from datakit import describe_configs, incremental_alter, legacy_alter
+from minicoord.clients.connection import ProtocolClient
+from minicoord.protocol.errors import ErrorCode
+from minicoord.testing.embedded import EmbeddedServer, running
+
+BROKER, TOPIC = 4, 2
+SET, DELETE = 0, 1
+DYN_BROKER, DYN_DEFAULT, STATIC, DEFAULT = 2, 3, 4, 5
+
+
+async def _ask(server: EmbeddedServer, request: Any) -> Any:
+    host, port = server.bootstrap.rsplit(":", 1)
+    async with await ProtocolClient.connect(host, int(port)) as client:
+        return await client.request(request, request.version)
+
+
+def _altered(answer: Any) -> list[tuple[int, str | None]]:
+    return [(r.error_code, r.error_message) for r in answer.responses]
+
+
+def _described(answer: Any) -> dict[str, tuple[Any, ...]]:
+    (result,) = answer.results
+    assert result.error_code == 0, result.error_message
+    return {
+        c.name: (
+            c.value,
+            c.config_source,
+            c.read_only,
+            [(s.name, s.value, s.source) for s in c.synonyms],
+        )
+        for c in result.configs
+    }
+
+
+@pytest.mark.asyncio
+async def test_topic_defaults_set_at_runtime_reach_every_topic_without_its_own() -> None:
+    with running({"log.retention.minutes": "30"}, topics=[("plain", 1), ("own", 1)]) as server:
+        own = incremental_alter(TOPIC, ("own", [("retention.ms", SET, "5")]))
+        assert _altered(await _ask(server, own)) == [(0, None)]
+        every = incremental_alter(
+            BROKER, ("", [("log.retention.ms", SET, "1000"), ("log.roll.ms", SET, "3000")])
+        )
+        assert _altered(await _ask(server, every)) == [(0, None)]
+        this = incremental_alter(BROKER, ("0", [("log.retention.ms", SET, "2000")]))
+        assert _altered(await _ask(server, this)) == [(0, None)]
+
+        keys = ["retention.ms", "segment.ms"]
+        plain = _described(await _ask(server, describe_configs(TOPIC, ["plain"], keys, True)))
+        assert plain["retention.ms"] == (
+            "2000",
+            DYN_BROKER,
+            False,
+            [
+                ("log.retention.ms", "2000", DYN_BROKER),
+                ("log.retention.ms", "1000", DYN_DEFAULT),
+                ("log.retention.minutes", "30", STATIC),
+                ("log.retention.hours", "168", DEFAULT),
+            ],
+        )
+        assert plain["segment.ms"][:2] == ("3000", DYN_DEFAULT)
+        mine = _described(await _ask(server, describe_configs(TOPIC, ["own"], keys, True)))
+        assert mine["retention.ms"][:2] == ("5", 1)  # its own override still wins
+        # The logs roll by the new age at once.
+        rolls = server.call(
+            lambda: [
+                server.server.broker.data.partitions[(t, 0)].log.segment_ms
+                for t in ("plain", "own")
+            ]
+        )
+        assert rolls == [3000, 3000]
+
+        broker = _described(await _ask(server, describe_configs(BROKER, ["0"], synonyms=True)))
+        assert broker["log.retention.ms"] == (
+            "2000",
+            DYN_BROKER,
+            False,
+            [
+                ("log.retention.ms", "2000", DYN_BROKER),
+                ("log.retention.ms", "1000", DYN_DEFAULT),
+                ("log.retention.minutes", "30", STATIC),
+                ("log.retention.hours", "168", DEFAULT),
+            ],
+        )
+        assert broker["log.retention.minutes"][:3] == ("30", STATIC, True)  # not dynamic
+        # The cluster default resource describes what was set for every broker, and no more.
+        default = _described(await _ask(server, describe_configs(BROKER, [""], synonyms=True)))
+        # (Their synonyms: every layer but this broker's own, as Kafka lists them there.)
+        assert default == {
+            "log.retention.ms": (
+                "1000",
+                DYN_DEFAULT,
+                False,
+                [
+                    ("log.retention.ms", "1000", DYN_DEFAULT),
+                    ("log.retention.minutes", "30", STATIC),
+                    ("log.retention.hours", "168", DEFAULT),
+                ],
+            ),
+            "log.roll.ms": (
+                "3000",
+                DYN_DEFAULT,
+                False,
+                [("log.roll.ms", "3000", DYN_DEFAULT), ("log.roll.hours", "168", DEFAULT)],
+            ),
+        }
+
+        # Deleted again: the next layer shows through.
+        undo = incremental_alter(BROKER, ("0", [("log.retention.ms", DELETE, None)]))
+        assert _altered(await _ask(server, undo)) == [(0, None)]
+        plain = _described(await _ask(server, describe_configs(TOPIC, ["plain"], keys, True)))
+        assert plain["retention.ms"][:2] == ("1000", DYN_DEFAULT)
+        # The legacy AlterConfigs replaces the whole set of the resource.
+        replace = legacy_alter(BROKER, "", {"log.segment.bytes": "2097152"})
+        assert _altered(await _ask(server, replace)) == [(0, None)]
+        default = _described(await _ask(server, describe_configs(BROKER, [""])))
+        assert {name: v[0] for name, v in default.items()} == {"log.segment.bytes": "2097152"}
+        segment = server.call(
+            lambda: server.server.broker.data.partitions[("plain", 0)].log.segment_bytes
+        )
+        assert segment == 2097152
+
+
+@pytest.mark.asyncio
+async def test_what_cannot_change_at_runtime_is_refused_in_kafkas_words() -> None:
+    with running(topics=[("t", 1)]) as server:
+        resource = "Invalid config value for resource ConfigResource(type=BROKER, name='')"
+        cases = [
+            # Kafka's own refusal: the hours are read at start only (not dynamic).
+            (
+                ("", [("log.retention.hours", SET, "1")]),
+                (
+                    ErrorCode.INVALID_REQUEST,
+                    f"{resource}: Cannot update these configs dynamically: "
+                    "Set(log.retention.hours)",
+                ),
+            ),
+            # A config Kafka changes at runtime but minicoord does not.
+            (
+                ("", [("num.io.threads", SET, "4")]),
+                (
+                    ErrorCode.INVALID_REQUEST,
+                    f"{resource}: Cannot update these configs dynamically: Set(num.io.threads)",
+                ),
+            ),
+            (
+                ("", [("log.retention.ms", SET, "soon")]),
+                (
+                    ErrorCode.INVALID_REQUEST,
+                    f"{resource}: Invalid value soon for configuration log.retention.ms: "
+                    "Not a number of type LONG",
+                ),
+            ),
+            (
+                ("7", [("log.retention.ms", SET, "1")]),
+                (ErrorCode.INVALID_REQUEST, "Unexpected broker id, expected 0, but received 7"),
+            ),
+            (
+                ("x", [("log.retention.ms", SET, "1")]),
+                (ErrorCode.INVALID_REQUEST, "Node id must be an integer, but it is: x"),
+            ),
+        ]
+        for change, expected in cases:
+            assert _altered(await _ask(server, incremental_alter(BROKER, change))) == [expected]
+        checking = incremental_alter(BROKER, ("", [("log.retention.ms", SET, "1")]))
+        checking.validate_only = True
+        assert _altered(await _ask(server, checking)) == [(0, None)]
+        assert server.call(lambda: server.server.broker.topics.dynamic) == {}
+
+
+def test_set_at_runtime_they_outlive_a_restart_and_stock_admins_see_them(tmp_path: Path) -> None:
+    from confluent_kafka.admin import (
+        AdminClient,
+        AlterConfigOpType,
+        ConfigEntry,
+        ConfigResource,
+        ResourceType,
+    )
+
+    def admin(server: EmbeddedServer) -> AdminClient:
+        return AdminClient({"bootstrap.servers": server.bootstrap})
+
+    with running(data_dir=tmp_path, topics=[("t", 1)]) as server:
+        this = ConfigResource(
+            ResourceType.BROKER,
+            "0",
+            incremental_configs=[
+                ConfigEntry(
+                    "log.retention.bytes", "4096", incremental_operation=AlterConfigOpType.SET
+                )
+            ],
+        )
+        client = admin(server)  # kept: a dropped AdminClient fails its futures
+        for future in client.incremental_alter_configs([this]).values():
+            future.result(10)
+    with running(data_dir=tmp_path) as server:
+        topic = ConfigResource(ResourceType.TOPIC, "t")
+        client = admin(server)
+        [entries] = [f.result(10) for f in client.describe_configs([topic]).values()]
+        entry = entries["retention.bytes"]
+        assert (entry.value, entry.source) == ("4096", DYN_BROKER)
+        assert (
+            server.call(
+                lambda: (
+                    server.server.broker.topics.config_of(
+                        server.server.broker.topics.get("t")
+                    ).retention_bytes
+                )
+            )
+            == 4096
+        )
