@@ -67,7 +67,8 @@ def handle(ctx: RequestContext, request: Any) -> Any:
             return answer(error, outcome.producer_id, outcome.epoch)
 
         if outcome.aborted is not None:
-            # The fenced producer's transaction is aborted first; the answer follows.
+            # The fenced producer's transaction is aborted first; the answer (retry: the
+            # retry gets the new epoch) follows.
             parked = ctx.park(build)
             broker.end_transaction(outcome.aborted, parked)
             return parked

@@ -75,7 +75,7 @@ class InitOutcome:
     error: ErrorCode
     producer_id: int = -1
     epoch: int = -1
-    # An open transaction the new epoch fenced: aborted before the answer.
+    # An open transaction the call fenced: aborted before the answer (to retry).
     aborted: Ended | None = None
 
 
@@ -140,25 +140,27 @@ class TransactionCoordinator:
                     return InitOutcome(_NONE, txn.producer_id, txn.epoch)
             elif producer_id != txn.producer_id or epoch != txn.epoch:
                 return InitOutcome(ErrorCode.PRODUCER_FENCED)
-        aborted = None
-        txn.last_producer_id, txn.last_epoch = txn.producer_id, txn.epoch
         if txn.state == ONGOING:
             # The open transaction of the producer being fenced is aborted under a bumped
             # epoch (Kafka's PrepareEpochFence, then PrepareAbort), its markers under the
-            # producer id its batches carry.
-            # The answer waits for the abort to complete.
+            # producer id its batches carry, and, as Kafka does, the caller is told to retry
+            # (once the abort is complete): its retry bumps the epoch a second time, or moves
+            # to a new producer id if the fence used the last epoch. The fence epoch is never
+            # any producer's.
+            txn.last_producer_id, txn.last_epoch = -1, -1
             self._fence(txn)
             aborted = self._prepare(txn, False, now)
+            return InitOutcome(ErrorCode.CONCURRENT_TRANSACTIONS, aborted=aborted)
+        txn.last_producer_id, txn.last_epoch = txn.producer_id, txn.epoch
         if txn.epoch >= MAX_EPOCH:
             txn.producer_id, txn.epoch = self.new_producer_id(), 0
-        elif aborted is None:
+        else:
             txn.epoch += 1
         txn.timeout_ms = timeout_ms
-        if aborted is None:
-            txn.state = EMPTY
+        txn.state = EMPTY
         txn.update_ms = now
         self.changed[tid] = None
-        return InitOutcome(_NONE, txn.producer_id, txn.epoch, aborted)
+        return InitOutcome(_NONE, txn.producer_id, txn.epoch)
 
     # -- the transaction's partitions -----------------------------------------------------------
 

@@ -173,6 +173,14 @@ def test_a_second_producer_of_the_id_fences_the_first(server: EmbeddedServer) ->
         KafkaError.INVALID_PRODUCER_EPOCH,
     ), fenced.value
     assert confluent_read(bootstrap, "read_committed", 1) == ["live"]
+    # As Kafka: the fence epoch (1) went to the abort markers only; the new producer was told
+    # CONCURRENT_TRANSACTIONS and its retry got the epoch after it.
+    admin = KafkaAdminClient(bootstrap_servers=bootstrap, client_id="txn-fence")
+    try:
+        described = admin.describe_transactions(["cf-zombie"])["cf-zombie"]
+    finally:
+        admin.close()
+    assert (described.state, described.producer_epoch) == ("CompleteCommit", 2), described
 
 
 def test_a_transaction_past_its_timeout_is_aborted(server: EmbeddedServer) -> None:

@@ -117,8 +117,9 @@ def test_produce_verification(coordinator: TransactionCoordinator) -> None:
     assert coordinator.verify("t", pid, epoch, ("orders", 1))[0] is ErrorCode.INVALID_TXN_STATE
     assert coordinator.verify("other", pid, epoch, TP)[0] is ErrorCode.INVALID_TXN_STATE
     assert coordinator.verify(None, pid, epoch, TP)[0] is ErrorCode.INVALID_TXN_STATE
-    new_pid, new_epoch = init(coordinator)
-    assert (new_pid, new_epoch) == (pid, epoch + 1)
+    # A new producer fences the open transaction (its abort under the fence epoch).
+    fenced = coordinator.init_producer_id("t", 60_000, -1, -1, 1)
+    assert fenced.aborted is not None
     # A fenced producer's batch: INVALID_PRODUCER_EPOCH.
     assert coordinator.verify("t", pid, epoch, TP)[0] is ErrorCode.INVALID_PRODUCER_EPOCH
 
@@ -129,12 +130,25 @@ def test_a_new_producer_aborts_the_open_transaction_under_its_epoch(
     pid, epoch = init(coordinator)
     coordinator.add_partitions("t", pid, epoch, [TP], 0)
     outcome = coordinator.init_producer_id("t", 60_000, -1, -1, 5)
-    assert (outcome.error, outcome.producer_id, outcome.epoch) == (ErrorCode.NONE, pid, 1)
-    # The abort markers carry the new epoch, so the partitions fence the old producer too.
+    # As Kafka: the abort first, the caller told to retry (CONCURRENT_TRANSACTIONS).
+    assert (outcome.error, outcome.producer_id, outcome.epoch) == (
+        ErrorCode.CONCURRENT_TRANSACTIONS,
+        -1,
+        -1,
+    )
+    # The abort markers carry the fence epoch, so the partitions fence the old producer too.
     assert outcome.aborted == Ended("t", pid, 1, False, (TP,))
     assert coordinator.get("t").state == PREPARE_ABORT
+    retried = coordinator.init_producer_id("t", 60_000, -1, -1, 5)
+    assert (retried.error, retried.aborted) == (ErrorCode.CONCURRENT_TRANSACTIONS, None)
     coordinator.complete(outcome.aborted, 6)
     assert coordinator.get("t").state == COMPLETE_ABORT
+    # The retry after it bumps a second time: the fence epoch is nobody's.
+    retried = coordinator.init_producer_id("t", 60_000, -1, -1, 7)
+    assert (retried.error, retried.producer_id, retried.epoch) == (ErrorCode.NONE, pid, 2)
+    # The fenced producer's KIP-360 re-init with its old epoch is refused.
+    stale = coordinator.init_producer_id("t", 60_000, pid, epoch, 8)
+    assert stale.error is ErrorCode.PRODUCER_FENCED
 
 
 def test_kip_360_reinit_with_the_current_or_the_previous_epoch(
@@ -161,7 +175,10 @@ def test_an_exhausted_epoch_moves_to_a_new_producer_id(coordinator: TransactionC
     coordinator.get("t").epoch = MAX_EPOCH - 1
     outcome = coordinator.init_producer_id("t", 60_000, -1, -1, 2)
     assert outcome.aborted == Ended("t", new_pid, MAX_EPOCH, False, (TP,))
-    assert (outcome.producer_id, outcome.epoch) == (new_pid + 1, 0)
+    assert outcome.error is ErrorCode.CONCURRENT_TRANSACTIONS
+    coordinator.complete(outcome.aborted, 3)
+    retried = coordinator.init_producer_id("t", 60_000, -1, -1, 4)
+    assert (retried.producer_id, retried.epoch) == (new_pid + 1, 0)
 
 
 def test_timed_out_transactions_are_aborted_and_fenced(coordinator: TransactionCoordinator) -> None:
