@@ -5,7 +5,8 @@ to the group's offsets.retention.minutes), it sets when that offset expires, as 
 OffsetMetadataManager keeps it (sarama sends one when Consumer.Offsets.Retention is set);
 v6 adds leader epochs; v7 group.instance.id; v8 is flexible; v10
 names topics by id. Partitions of topics this cluster does not have are answered
-UNKNOWN_TOPIC_OR_PARTITION (UNKNOWN_TOPIC_ID by id), as Kafka does; the rest are validated
+UNKNOWN_TOPIC_OR_PARTITION (UNKNOWN_TOPIC_ID for an unknown id; a known topic's missing
+partition is UNKNOWN_TOPIC_OR_PARTITION either way), as Kafka does; the rest are validated
 against the group and committed together, persisted before the reply.
 """
 
@@ -99,8 +100,12 @@ def _any(ctx: RequestContext, request: Any) -> Any:
                 continue
         decided: list[ErrorCode | None] = []
         for p in t.partitions:
-            if known is None or not 0 <= p.partition_index < known.partitions:
+            if known is None:
                 decided.append(missing)
+                continue
+            if not 0 <= p.partition_index < known.partitions:
+                # A known topic (by name or id) without that partition, as Kafka's KafkaApis.
+                decided.append(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
                 continue
             decided.append(None)
             entries.append(

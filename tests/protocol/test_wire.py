@@ -1270,3 +1270,41 @@ async def test_a_metadata_request_naming_the_offsets_topic_creates_it(
     assert (answer.error_code, answer.is_internal, len(answer.partitions)) == (0, True, 50)
     every = MetadataRequest(version=12, topics=None, allow_auto_topic_creation=False)
     assert "__consumer_offsets" in {t.name for t in (await raw_client.request(every, 12)).topics}
+
+
+@pytest.mark.asyncio
+async def test_a_commit_to_a_missing_partition_names_the_partition_not_the_topic_id(
+    inproc_server: Server, raw_client: ProtocolClient
+) -> None:
+    # KafkaApis: UNKNOWN_TOPIC_ID only for an id it does not know; a known topic's partition
+    # that does not exist is UNKNOWN_TOPIC_OR_PARTITION, whether named by id (v10) or name.
+    Topic = OffsetCommitRequest.OffsetCommitRequestTopic
+    Partition = Topic.OffsetCommitRequestPartition
+    known = inproc_server.broker.topics.get(TOPIC).topic_id
+
+    def commit(version: int, topic_id: uuid.UUID, partition: int) -> Any:
+        part = Partition(
+            partition_index=partition,
+            committed_offset=1,
+            committed_leader_epoch=-1,
+            commit_timestamp=-1,
+            committed_metadata=None,
+        )
+        return OffsetCommitRequest(
+            version=version,
+            group_id="missing-partition",
+            generation_id_or_member_epoch=-1,
+            member_id="",
+            group_instance_id=None,
+            retention_time_ms=-1,
+            topics=[Topic(name=TOPIC, topic_id=topic_id, partitions=[part])],
+        )
+
+    for version, topic_id, partition, expected in [
+        (10, known, 99, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION),
+        (10, uuid.uuid4(), 0, ErrorCode.UNKNOWN_TOPIC_ID),
+        (9, known, 99, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION),
+        (10, known, 0, ErrorCode.NONE),
+    ]:
+        answer = await raw_client.request(commit(version, topic_id, partition), version)
+        assert answer.topics[0].partitions[0].error_code == expected, (version, partition)
