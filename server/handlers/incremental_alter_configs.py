@@ -70,14 +70,13 @@ def _alter_loggers(
     )
     if refusal is not None:
         return refusal
-    node = ctx.broker.config.broker_id
-    name = resource.resource_name
-    named = node_id(name)
-    if named is None:
-        return ErrorCode.INVALID_REQUEST, f"Node id must be an integer, but it is: {name}"
-    if named != node:
-        message = f"Unexpected node id. Expected {node}, but received {name}"
-        return ErrorCode.INVALID_REQUEST, message
+    refusal = _other_node(
+        resource.resource_name,
+        ctx.broker.config.broker_id,
+        "Unexpected node id. Expected {node}, but received {name}",
+    )
+    if refusal is not None:
+        return refusal
     refusal = broker_loggers.check(resource.configs)
     if refusal is not None:
         return refusal
@@ -207,13 +206,11 @@ def _alter_broker(
     broker = ctx.broker
     node = broker.config.broker_id
     if name:
-        # As Kafka's ConfigAdminManager, which reads the id as Java's Integer.parseInt does.
-        named = node_id(name)
-        if named is None:
-            return ErrorCode.INVALID_REQUEST, f"Node id must be an integer, but it is: {name}"
-        if named != node:
-            message = f"Unexpected broker id, expected {node}, but received {name}"
-            return ErrorCode.INVALID_REQUEST, message
+        refusal = _other_node(
+            name, node, "Unexpected broker id, expected {node}, but received {name}"
+        )
+        if refusal is not None:
+            return refusal
     resource = f"ConfigResource(type=BROKER, name='{name}')"
     key = str(node) if name else ""
     current = broker.topics.dynamic.get(key, {})
@@ -237,6 +234,17 @@ def _alter_broker(
     if not validate_only:
         broker.alter_broker_configs(key, overrides)
     return ErrorCode.NONE, None
+
+
+def _other_node(name: str, node: int, mismatch: str) -> tuple[ErrorCode, str] | None:
+    """The refusal of a resource naming a node other than this one (`mismatch`: Kafka's words
+    for it, with {node} and {name}); its id read as Java's Integer.parseInt reads it."""
+    named = node_id(name)
+    if named is None:
+        return ErrorCode.INVALID_REQUEST, f"Node id must be an integer, but it is: {name}"
+    if named != node:
+        return ErrorCode.INVALID_REQUEST, mismatch.format(node=node, name=name)
+    return None
 
 
 def _altered(

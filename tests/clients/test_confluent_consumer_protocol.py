@@ -605,6 +605,22 @@ def test_regex_subscription_follows_topics_created_later(
     assert {tuple(m.subscribed_topic_names) for m in described.members} == {()}
 
 
+def _only_error(consumer: Consumer) -> KafkaError:
+    """The one error a consumer subscribed to TOPIC reports while polling."""
+    errors: list[KafkaError] = []
+    consumer.subscribe([TOPIC])
+
+    def poll() -> bool:
+        msg = consumer.poll(0.05)
+        if msg is not None and msg.error() is not None:
+            errors.append(msg.error())
+        return bool(errors)
+
+    wait_until(poll, 15, interval=0, what="the consumer to report an error")
+    (error,) = errors
+    return error
+
+
 def test_unknown_server_assignor_is_a_fatal_error_the_client_reports(
     server: ServerProcess, group_id: str
 ) -> None:
@@ -618,21 +634,11 @@ def test_unknown_server_assignor_is_a_fatal_error_the_client_reports(
             "logger": RDKAFKA_LOG,
         }
     )
-    errors: list[KafkaError] = []
     try:
-        consumer.subscribe([TOPIC])
-
-        def poll() -> bool:
-            msg = consumer.poll(0.05)
-            if msg is not None and msg.error() is not None:
-                errors.append(msg.error())
-            return bool(errors)
-
-        wait_until(poll, 15, interval=0, what="the consumer to report an error")
+        error = _only_error(consumer)
         # librdkafka treats UNSUPPORTED_ASSIGNOR as fatal: the consumer is unusable and says
         # why (the broker's error, as librdkafka words error code 112), as an error event of
         # code _FATAL.
-        (error,) = errors
         assert error.code() == KafkaError._FATAL, error
         assert KafkaError(KafkaError.UNSUPPORTED_ASSIGNOR).str() in error.str(), error
         assert consumer.assignment() == []
@@ -666,18 +672,8 @@ def test_a_broker_without_the_consumer_protocol_is_a_fatal_error_classic_still_w
             "logger": RDKAFKA_LOG,
         }
     )
-    errors: list[KafkaError] = []
     try:
-        consumer.subscribe([TOPIC])
-
-        def poll() -> bool:
-            msg = consumer.poll(0.05)
-            if msg is not None and msg.error() is not None:
-                errors.append(msg.error())
-            return bool(errors)
-
-        wait_until(poll, 15, interval=0, what="the consumer to report an error")
-        (error,) = errors
+        error = _only_error(consumer)
         assert error.code() == KafkaError._FATAL, error
         assert "ConsumerGroupHeartbeat" in error.str(), error
         assert KafkaError(KafkaError.UNSUPPORTED_VERSION).str() in error.str(), error
