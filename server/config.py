@@ -277,6 +277,7 @@ class Config:
                 raise ConfigError(f"{self.kafka_name(name)} must be at least 1")
         self._validate_consumer_groups()
         self._validate_replication()
+        self._validate_rebalance_protocols()
         self._validate_topic_defaults()
         for user in self.super_user_set:
             # StandardAuthorizer parses each with SecurityUtils.parseKafkaPrincipal.
@@ -366,6 +367,8 @@ class Config:
                 )
         if self.min_insync_replicas < 1:
             raise ConfigError("min.insync.replicas must be at least 1")
+
+    def _validate_rebalance_protocols(self) -> None:
         protocols = self.rebalance_protocols
         unknown = protocols - {"classic", "consumer", "share", "streams"}
         if unknown:

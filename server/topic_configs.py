@@ -441,7 +441,9 @@ def broker_defaults(config: Config, dynamic: Mapping[str, Mapping[str, str]]) ->
 def broker_default(name: str) -> str | None:
     """A broker config's default as Kafka prints it (None: null); for a topic config's broker
     synonym that minicoord has no config for, the topic config's default (Kafka's too)."""
-    if name in Config.known_names() or name in UNSET_BY_DEFAULT:
+    if name in UNSET_BY_DEFAULT:
+        return None
+    if name in Config.known_names():
         return Config.default_of(name)
     definition = _BY_SYNONYM.get(name)
     return None if definition is None else definition.default
