@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from enum import IntEnum
 from typing import Any
 
@@ -353,21 +353,11 @@ class TopicConfig:
             synonyms: list[tuple[str, str, ConfigSource]] = []
             if name in self.overrides:
                 synonyms.append((name, self.overrides[name], ConfigSource.TOPIC_CONFIG))
-            chain = broker_synonyms(definition)
-            # ConfigHelper.configSynonyms: every synonym's value of each layer in turn (set
-            # for this broker, for every broker, at start, the default), from the first
-            # synonym's on. So a retention set only in hours is listed nowhere
-            # (log.retention.ms, first, has no value), as Kafka lists it.
-            listed = [
-                (synonym, value, source)
-                for wanted in BROKER_LAYERS
-                for synonym, _ in chain
-                for value, source in self._broker.get(synonym, ())
-                if source is wanted
-            ]
-            while listed and listed[0][0] != chain[0][0]:
-                listed.pop(0)
-            synonyms += listed
+            chain = [synonym for synonym, _ in broker_synonyms(definition)]
+            if chain:
+                # From the first synonym's on: a retention set only in hours is listed
+                # nowhere (log.retention.ms has no value), as Kafka lists it.
+                synonyms += config_synonyms(chain, lambda n: self._broker.get(n, ()), chain[0])
             value = self.overrides.get(name)
             if value is None:
                 value = self._broker_value(definition)
@@ -418,24 +408,52 @@ def broker_defaults(config: Config, dynamic: Mapping[str, Mapping[str, str]]) ->
     set at runtime, by resource name (this broker's id, or "" for every broker). For a broker
     config minicoord does not have, the default is the topic config's own (the same value in
     Kafka)."""
-    own, every = dynamic.get(str(config.broker_id), {}), dynamic.get("", {})
     out: dict[str, tuple[tuple[str, ConfigSource], ...]] = {}
     for definition in TOPIC_CONFIGS.values():
         for name, _ in broker_synonyms(definition):
-            values: list[tuple[str, ConfigSource]] = []
-            if name in own:
-                values.append((own[name], ConfigSource.DYNAMIC_BROKER_CONFIG))
-            if name in every:
-                values.append((every[name], ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG))
-            value = config.value_of(name)
-            if name in config.explicit and value is not None:
-                values.append((value, ConfigSource.STATIC_BROKER_CONFIG))
-            default = broker_default(name)
-            if default is not None:
-                values.append((default, ConfigSource.DEFAULT_CONFIG))
+            values = broker_values(config, dynamic, name)
             if values:
-                out[name] = tuple(values)
+                out[name] = values
     return out
+
+
+def broker_values(
+    config: Config, dynamic: Mapping[str, Mapping[str, str]], name: str
+) -> tuple[tuple[str, ConfigSource], ...]:
+    """A broker config's values with where each comes from, in the order of BROKER_LAYERS
+    (`dynamic` as for broker_defaults)."""
+    values: list[tuple[str, ConfigSource]] = []
+    own, every = dynamic.get(str(config.broker_id), {}), dynamic.get("", {})
+    if name in own:
+        values.append((own[name], ConfigSource.DYNAMIC_BROKER_CONFIG))
+    if name in every:
+        values.append((every[name], ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG))
+    value = config.value_of(name)
+    if name in config.explicit and value is not None:
+        values.append((value, ConfigSource.STATIC_BROKER_CONFIG))
+    default = broker_default(name)
+    if default is not None:
+        values.append((default, ConfigSource.DEFAULT_CONFIG))
+    return tuple(values)
+
+
+def config_synonyms(
+    chain: list[str] | tuple[str, ...],
+    values_of: Callable[[str], Iterable[tuple[str, ConfigSource]]],
+    own: str,
+) -> list[tuple[str, str, ConfigSource]]:
+    """Kafka's ConfigHelper.configSynonyms: each layer in turn (BROKER_LAYERS), every
+    synonym of `chain` with a value in it, then everything before `own`'s first dropped."""
+    listed = [
+        (name, value, source)
+        for wanted in BROKER_LAYERS
+        for name in chain
+        for value, source in values_of(name)
+        if source is wanted
+    ]
+    while listed and listed[0][0] != own:
+        listed.pop(0)
+    return listed
 
 
 def broker_default(name: str) -> str | None:
@@ -483,3 +501,11 @@ DYNAMIC_BROKER_CONFIGS = {
     if d.synonym is not None
 }
 _BY_SYNONYM = {name: d for d in TOPIC_CONFIGS.values() for name, _ in broker_synonyms(d)}
+# DynamicBrokerConfig.brokerConfigSynonyms for the broker configs minicoord has: each config
+# of a chain (log.retention.ms, .minutes, .hours; log.roll.ms, .hours) to the whole chain.
+SYNONYM_CHAINS = {
+    name: tuple(n for n, _ in chain)
+    for d in TOPIC_CONFIGS.values()
+    if len(chain := broker_synonyms(d)) > 1
+    for name, _ in chain
+}

@@ -386,19 +386,16 @@ class TopicRegistry:
             self.dynamic.pop(resource, None)
         self.defaults = broker_defaults(self.config, self.dynamic)
         self._plain_config = None
-        for topic in self._by_name.values():
+        # The internal topics once made, in the maps yet or not.
+        made = (self.__dict__.get(name) for name in ("offsets", "transaction_state"))
+        internal = [t for t in made if t is not None and t.name not in self._by_name]
+        for topic in [*self._by_name.values(), *internal]:
             own = dict(self.config_of(topic).overrides)
             if topic.internal:
                 segment = int(own.pop("segment.bytes"))
                 topic.config = self._internal_config(own, segment)
             else:
                 topic.config = TopicConfig(own, self.defaults) if own else self._no_overrides()
-        for name in ("offsets", "transaction_state"):
-            internal = self.__dict__.get(name)  # made, but maybe not in the maps yet
-            if internal is not None and internal.name not in self._by_name:
-                own = dict(self.config_of(internal).overrides)
-                segment = int(own.pop("segment.bytes"))
-                internal.config = self._internal_config(own, segment)
 
     def snapshot(self) -> list[bytes]:
         """Records that make the topics as they are now, replayed on an empty registry or on

@@ -24,11 +24,13 @@ from minicoord.server.group_configs import GROUP_RESOURCE
 from minicoord.server.handlers.base import Handler, RequestContext
 from minicoord.server.security import authorize
 from minicoord.server.topic_configs import (
-    BROKER_LAYERS,
     DYNAMIC_BROKER_CONFIGS,
+    SYNONYM_CHAINS,
     ConfigSource,
     ConfigType,
     broker_default,
+    broker_values,
+    config_synonyms,
 )
 from minicoord.server.topics import topic_name_error
 
@@ -182,30 +184,32 @@ def _broker_entries(
     resource named ""), as Kafka's ConfigHelper.createBrokerConfigEntry describes them."""
     config = broker.config
     dynamic = broker.topics.dynamic
-    layers = {
-        ConfigSource.DYNAMIC_BROKER_CONFIG: dynamic.get(str(config.broker_id), {})
-        if per_broker
-        else {},
-        ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG: dynamic.get("", {}),
-    }
     if per_broker:
         known = config.known_names()
-        names = known + sorted({n for own in layers.values() for n in own} - set(known))
+        names = known + sorted({n for own in dynamic.values() for n in own} - set(known))
     else:
-        names = sorted(layers[ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG])
+        # Kafka leaves out the values set for one broker alone (DYNAMIC_BROKER_CONFIG).
+        dynamic = {"": dynamic.get("", {})}
+        names = sorted(dynamic[""])
     out = []
     for name in names:
         if keys and name not in keys:
             continue
         sensitive = config.sensitive(name)
-        found = _synonyms(config, layers, name, sensitive)
-        value = _value(config, layers, name)
+        found = [
+            Synonym(name=n, value=None if sensitive else v, source=source)
+            for n, v, source in config_synonyms(
+                SYNONYM_CHAINS.get(name, (name,)),
+                lambda n: broker_values(config, dynamic, n),
+                name,
+            )
+        ]
         source = found[0].source if found else ConfigSource.DEFAULT_CONFIG
         out.append(
             Entry(
                 name=name,
                 # Kafka never sends a password's value back, set or not.
-                value=None if sensitive else value,
+                value=None if sensitive else _value(config, dynamic, name),
                 read_only=name not in DYNAMIC_BROKER_CONFIGS,
                 config_source=source,
                 is_default=source is ConfigSource.DEFAULT_CONFIG,
@@ -218,50 +222,14 @@ def _broker_entries(
     return out
 
 
-# DynamicBrokerConfig.brokerConfigSynonyms: the configs that stand for one another, in the
-# order Kafka reads them (the first set wins).
-_SYNONYMS = {
-    name: chain
-    for chain in (
-        ("log.retention.ms", "log.retention.minutes", "log.retention.hours"),
-        ("log.roll.ms", "log.roll.hours"),
-    )
-    for name in chain
-}
-Layers = dict[ConfigSource, dict[str, str]]
-
-
-def _value(config: Config, layers: Layers, name: str) -> str | None:
+def _value(config: Config, dynamic: dict[str, dict[str, str]], name: str) -> str | None:
     """A broker config's value: set at runtime (for this broker, then for all), else at start
     or by default."""
-    for own in layers.values():
-        if name in own:
-            return own[name]
-    return config.value_of(name) if name in config.known_names() else broker_default(name)
-
-
-def _synonyms(config: Config, layers: Layers, name: str, sensitive: bool) -> list[Any]:
-    """ConfigHelper.configSynonyms: each synonym's value of each layer in turn (set at runtime
-    for this broker, for every broker, set at start, the non-null default), from `name`'s own
-    on (so log.retention.ms, unset, lists none)."""
-    chain = _SYNONYMS.get(name, (name,))
-
-    def of(source: ConfigSource, n: str) -> str | None:
-        if source in layers:
-            return layers[source].get(n)
-        if source is ConfigSource.STATIC_BROKER_CONFIG:
-            return config.value_of(n) if n in config.explicit else None
-        return broker_default(n)
-
-    listed = [
-        Synonym(name=n, value=None if sensitive else v, source=source)
-        for source in BROKER_LAYERS
-        for n in chain
-        if (v := of(source, n)) is not None
-    ]
-    while listed and listed[0].name != name:
-        listed.pop(0)
-    return listed
+    for resource in (str(config.broker_id), ""):
+        if name in dynamic.get(resource, {}):
+            return dynamic[resource][name]
+    value = config.value_of(name)
+    return broker_default(name) if value is None else value
 
 
 # Broker configs whose Kafka type (their ConfigDef in KafkaConfig, ServerLogConfigs,
