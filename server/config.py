@@ -398,7 +398,8 @@ class Config:
 
     def _validate_topic_defaults(self) -> None:
         # Each is the default of a topic config: it must be a value that config accepts.
-        from minicoord.server.topic_configs import TOPIC_CONFIGS, broker_synonyms, in_topic_unit
+        from minicoord.server.broker_synonyms import broker_synonyms, in_topic_unit
+        from minicoord.server.topic_config_defs import TOPIC_CONFIGS
 
         for definition in TOPIC_CONFIGS.values():
             for name, factor in broker_synonyms(definition):

@@ -16,7 +16,7 @@ from typing import Any
 
 from minicoord.protocol import metadata_records as mr
 from minicoord.server.config import Config
-from minicoord.server.topic_configs import ConfigDef, ConfigType, InvalidConfig
+from minicoord.server.topic_config_defs import ConfigDef, ConfigType, InvalidConfig
 
 # mr.RESOURCE_GROUP, written out: reading an attribute of the lazily loaded module at import
 # would load kafka-python's schema machinery at start (3 MB of RSS), not at first use.

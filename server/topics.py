@@ -25,13 +25,10 @@ from typing import TYPE_CHECKING, Any
 from minicoord.protocol import metadata_records as mr
 from minicoord.protocol.errors import ErrorCode
 from minicoord.protocol.lean_dataclass import dataclass
+from minicoord.server.broker_synonyms import broker_defaults
 from minicoord.server.config import Config
-from minicoord.server.topic_configs import (
-    InvalidConfig,
-    TopicConfig,
-    broker_defaults,
-    validate,
-)
+from minicoord.server.topic_config_defs import InvalidConfig, validate
+from minicoord.server.topic_configs import TopicConfig
 
 if TYPE_CHECKING:
     import uuid

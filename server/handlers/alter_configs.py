@@ -18,7 +18,7 @@ from kafka.protocol.admin import AlterConfigsResponse
 from minicoord.protocol.apis import SPECS
 from minicoord.server.handlers.base import Handler, RequestContext
 from minicoord.server.handlers.incremental_alter_configs import alter_resources
-from minicoord.server.topic_configs import ConfigDef, UnknownConfig
+from minicoord.server.topic_config_defs import ConfigDef, UnknownConfig
 
 API_KEY = 33
 

@@ -19,19 +19,18 @@ from minicoord.protocol.apis import SPECS
 from minicoord.protocol.errors import ErrorCode
 from minicoord.server import broker_loggers
 from minicoord.server.broker_loggers import BROKER_LOGGER
-from minicoord.server.config import Config, node_id
-from minicoord.server.group_configs import GROUP_RESOURCE
-from minicoord.server.handlers.base import Handler, RequestContext
-from minicoord.server.security import authorize
-from minicoord.server.topic_configs import (
+from minicoord.server.broker_synonyms import (
     DYNAMIC_BROKER_CONFIGS,
     SYNONYM_CHAINS,
-    ConfigSource,
-    ConfigType,
     broker_default,
     broker_values,
     config_synonyms,
 )
+from minicoord.server.config import Config, node_id
+from minicoord.server.group_configs import GROUP_RESOURCE
+from minicoord.server.handlers.base import Handler, RequestContext
+from minicoord.server.security import authorize
+from minicoord.server.topic_config_defs import ConfigSource, ConfigType
 from minicoord.server.topics import topic_name_error
 
 if TYPE_CHECKING:

@@ -8,7 +8,7 @@ from datakit import NOW, Plane, batch, records
 from kafka.record.default_records import DefaultRecordBatch
 from minicoord.protocol.errors import ErrorCode
 from minicoord.server.data.fetching import FetchPartition, WaitedLog, read_partitions
-from minicoord.server.topic_configs import ConfigSource
+from minicoord.server.topic_config_defs import ConfigSource
 from minicoord.storage.batch import iter_batches
 from minicoord.storage.cleaner import clean
 
@@ -339,7 +339,7 @@ def test_broker_synonyms_set_every_topics_defaults() -> None:
     # and compression.type at the broker are the defaults of segment.ms, min/max.compaction.lag.ms
     # and compression.type, and DescribeConfigs names them as the source.
     from minicoord.server.config import Config
-    from minicoord.server.topic_configs import ConfigSource
+    from minicoord.server.topic_config_defs import ConfigSource
 
     settings = {
         "log.roll.ms": "100",
@@ -371,7 +371,7 @@ def test_default_synonyms_are_the_ones_kafka_lists() -> None:
     # broker config whose default is null (log.retention.ms, log.roll.ms: the hours configs
     # hold the default) only when it is set.
     from minicoord.server.config import Config
-    from minicoord.server.topic_configs import ConfigSource
+    from minicoord.server.topic_config_defs import ConfigSource
 
     default = ConfigSource.DEFAULT_CONFIG
     plane = Plane(Config.from_pairs({"log.roll.ms": "100"}))
