@@ -11,7 +11,8 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Callable, Iterable, Mapping
 
-from minicoord.server.config import Config, java_integer
+from minicoord.server.config import Config
+from minicoord.server.java_numbers import java_integer
 from minicoord.server.topic_config_defs import TOPIC_CONFIGS, ConfigDef, ConfigSource
 
 # broker config name -> its (value, source) pairs, in the order of BROKER_LAYERS, for the

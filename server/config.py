@@ -8,15 +8,19 @@ Defaults are Kafka's, except where a comment says why not.
 from __future__ import annotations
 
 import dataclasses
-import re
 from collections.abc import Iterable
 from typing import Any
 
 from minicoord.protocol.lean_dataclass import dataclass
+from minicoord.server.java_numbers import java_double, java_integer
 
 
 class ConfigError(ValueError):
     pass
+
+
+# Second Kafka names of a config, each to its first (KafkaConfig.populateSynonyms).
+ALIASES = {"node.id": "broker.id"}
 
 
 # Kafka's two ACL authorizers (KRaft's and the ZooKeeper-era one): either switches ACLs on,
@@ -49,7 +53,11 @@ class Config:
     queued_max_requests: int = 500
     # The most partitions one DescribeTopicPartitions answer carries, whatever its client asks.
     max_request_partition_size_limit: int = 2000
+    # Also named node.id, KRaft's name for it (see ALIASES).
     broker_id: int = 0
+    # What a KRaft node is: this one is always both, the cluster's only broker and its only
+    # controller (Kafka's combined mode).
+    process_roles: str = "broker,controller"
     # PLAINTEXT://HOST:PORT to advertise in Metadata and FindCoordinator instead of the
     # address each client connected to (behind a proxy, NAT or port mapping).
     advertised_listeners: str = ""
@@ -177,11 +185,14 @@ class Config:
 
     @classmethod
     def _kafka_fields(cls) -> dict[str, dataclasses.Field[Any]]:
-        return {
+        fields = {
             cls.kafka_name(f.name): f
             for f in dataclasses.fields(cls)
             if f.metadata.get("kafka", True)
         }
+        for alias, name in ALIASES.items():
+            fields[alias] = fields[name]
+        return fields
 
     @classmethod
     def known_names(cls) -> list[str]:
@@ -218,6 +229,8 @@ class Config:
         values: dict[str, Any] = {}
         items = list(pairs.items() if isinstance(pairs, dict) else pairs)
         overrides = []
+        explicit: set[str] = set()
+        given: dict[str, Any] = {}
         for name, raw in items:
             if name.startswith("listener.name."):
                 overrides.append((name, raw))
@@ -225,72 +238,25 @@ class Config:
             field = fields.get(name)
             if field is None:
                 raise ConfigError(f"unknown config {name!r}; known: {', '.join(sorted(fields))}")
-            values[field.name] = _parse(name, field.type, raw)
+            value = _parse(name, field.type, raw)
+            # KafkaConfig.populateSynonyms: a config given under either of its names is given
+            # under both, and two given must agree (KafkaConfig.validateValues' words).
+            values[field.name] = given[name] = value
+            explicit |= {n for n, f in fields.items() if f is field}
+        for alias, first in ALIASES.items():
+            if alias in given and first in given and given[alias] != given[first]:
+                raise ConfigError(f"You must set `{alias}` to the same value as `{first}`.")
         if overrides:
             values["listener_overrides"] = tuple(overrides)
-        config = cls(**values, explicit=frozenset(name for name, _ in items))
+        config = cls(**values, explicit=frozenset(explicit | {n for n, _ in overrides}))
         config.validate()
         return config
 
     def validate(self) -> None:
-        if self.group_min_session_timeout_ms > self.group_max_session_timeout_ms:
-            raise ConfigError("group.min.session.timeout.ms exceeds group.max.session.timeout.ms")
-        for name in (
-            "offsets_topic_num_partitions",
-            "transaction_state_log_num_partitions",
-            "num_partitions",
-            "group_max_size",
-            "connections_max_idle_ms",
-            "max_connections",
-            "queued_max_requests",
-            "socket_request_max_bytes",
-            "max_request_partition_size_limit",
-        ):
-            if getattr(self, name) < 1:
-                raise ConfigError(f"{self.kafka_name(name)} must be at least 1")
-        security = {n for n in self.explicit if n.startswith(("listener", "ssl.", "sasl."))}
-        if self.advertised_listeners or self.listeners or self.listener_overrides or security:
-            from minicoord.server.security.listeners import validate_listeners
+        """ConfigError naming the first rule of Kafka's (or minicoord's) that the values break."""
+        from minicoord.server.config_checks import check
 
-            validate_listeners(self)
-        if self.log_flush_policy not in ("write", "fsync", "none"):
-            raise ConfigError("log.flush.policy is one of write, fsync, none")
-        for name in ("offsets_topic_segment_bytes", "transaction_state_log_segment_bytes"):
-            if getattr(self, name) < 1024:
-                raise ConfigError(f"{self.kafka_name(name)} must be at least 1024")
-        if not 0 < self.log_cleaner_min_cleanable_ratio <= 1:
-            raise ConfigError("log.cleaner.min.cleanable.ratio must be in (0, 1]")
-        for name in ("offsets_retention_minutes", "offsets_retention_check_interval_ms"):
-            if getattr(self, name) < 1:
-                raise ConfigError(f"{self.kafka_name(name)} must be at least 1")
-        if self.group_initial_rebalance_delay_ms < 0:
-            raise ConfigError("group.initial.rebalance.delay.ms must not be negative")
-        for name in (
-            "log_retention_check_interval_ms",
-            "producer_id_expiration_ms",
-            "producer_id_expiration_check_interval_ms",
-            "transaction_max_timeout_ms",
-            "transactional_id_expiration_ms",
-            "transaction_abort_timed_out_transaction_cleanup_interval_ms",
-        ):
-            if getattr(self, name) < 1:
-                raise ConfigError(f"{self.kafka_name(name)} must be at least 1")
-        self._validate_consumer_groups()
-        self._validate_replication()
-        self._validate_rebalance_protocols()
-        self._validate_topic_defaults()
-        for user in self.super_user_set:
-            # StandardAuthorizer parses each with SecurityUtils.parseKafkaPrincipal.
-            if ":" not in user:
-                raise ConfigError(
-                    f"super.users: {user!r} is not a principal: expected a string in format "
-                    "principalType:principalName (User:admin)"
-                )
-        if self.authorizer_class_name.strip() not in AUTHORIZERS:
-            raise ConfigError(
-                "authorizer.class.name is empty (no ACLs) or one of "
-                + ", ".join(a for a in AUTHORIZERS if a)
-            )
+        check(self)
 
     @property
     def authorizer_enabled(self) -> bool:
@@ -304,88 +270,6 @@ class Config:
     def consumer_assignors(self) -> list[str]:
         return [a.strip() for a in self.group_consumer_assignors.split(",") if a.strip()]
 
-    def _validate_consumer_groups(self) -> None:
-        for kind in ("heartbeat_interval", "session_timeout"):
-            low, value, high = (
-                getattr(self, f"group_consumer_{p}{kind}_ms") for p in ("min_", "", "max_")
-            )
-            if not 1 <= low <= value <= high:
-                raise ConfigError(
-                    f"group.consumer.{kind.replace('_', '.')}.ms must lie within "
-                    f"group.consumer.min.{kind.replace('_', '.')}.ms and "
-                    f"group.consumer.max.{kind.replace('_', '.')}.ms"
-                )
-        if self.group_consumer_heartbeat_interval_ms >= self.group_consumer_session_timeout_ms:
-            raise ConfigError(
-                "group.consumer.heartbeat.interval.ms must be less than "
-                "group.consumer.session.timeout.ms"
-            )
-        if self.group_consumer_max_size < 1:
-            raise ConfigError("group.consumer.max.size must be at least 1")
-        if not (
-            0
-            <= self.group_consumer_min_assignment_interval_ms
-            <= self.group_consumer_assignment_interval_ms
-            <= self.group_consumer_max_assignment_interval_ms
-        ):
-            raise ConfigError(
-                "group.consumer.assignment.interval.ms must lie within "
-                "group.consumer.min.assignment.interval.ms and "
-                "group.consumer.max.assignment.interval.ms"
-            )
-        assignors = self.consumer_assignors
-        if not assignors or len(set(assignors)) != len(assignors):
-            raise ConfigError("group.consumer.assignors is a non-empty list without duplicates")
-        unknown = [a for a in assignors if a not in ("uniform", "range")]
-        if unknown:
-            raise ConfigError(
-                f"group.consumer.assignors: {', '.join(unknown)} is not an assignor here "
-                "(uniform, range)"
-            )
-        if self.group_consumer_migration_policy.lower() not in (
-            "bidirectional",
-            "upgrade",
-            "downgrade",
-            "disabled",
-        ):
-            raise ConfigError(
-                "group.consumer.migration.policy is one of bidirectional, upgrade, downgrade, "
-                "disabled"
-            )
-
-    def _validate_replication(self) -> None:
-        for name in (
-            "offsets_topic_replication_factor",
-            "transaction_state_log_replication_factor",
-            "transaction_state_log_min_isr",
-            "default_replication_factor",
-        ):
-            if getattr(self, name) != 1:
-                raise ConfigError(
-                    f"{self.kafka_name(name)} can only be 1: minicoord is a single broker, "
-                    "where no second replica can be"
-                )
-        if self.min_insync_replicas < 1:
-            raise ConfigError("min.insync.replicas must be at least 1")
-
-    def _validate_rebalance_protocols(self) -> None:
-        protocols = self.rebalance_protocols
-        unknown = protocols - {"classic", "consumer", "share", "streams"}
-        if unknown:
-            raise ConfigError(
-                f"group.coordinator.rebalance.protocols: {', '.join(sorted(unknown))} is not a "
-                "protocol (classic, consumer, share, streams)"
-            )
-        if "classic" not in protocols:
-            # KafkaConfig's own check.
-            raise ConfigError("Disabling the 'classic' protocol is not supported.")
-        for kind, kip in (("share", "KIP-932"), ("streams", "KIP-1071")):
-            if kind in protocols:
-                raise ConfigError(
-                    f"group.coordinator.rebalance.protocols: minicoord does not serve {kind} "
-                    f"groups ({kip})"
-                )
-
     @property
     def rebalance_protocols(self) -> frozenset[str]:
         return frozenset(
@@ -396,59 +280,11 @@ class Config:
     def consumer_protocol_enabled(self) -> bool:
         return "consumer" in self.rebalance_protocols
 
-    def _validate_topic_defaults(self) -> None:
-        # Each is the default of a topic config: it must be a value that config accepts.
-        from minicoord.server.broker_synonyms import broker_synonyms, in_topic_unit
-        from minicoord.server.topic_config_defs import TOPIC_CONFIGS
-
-        for definition in TOPIC_CONFIGS.values():
-            for name, factor in broker_synonyms(definition):
-                raw = self.value_of(name)
-                if raw is None:
-                    continue
-                try:
-                    definition.parse(in_topic_unit(raw, factor))
-                except ValueError as exc:
-                    raise ConfigError(f"{name}: {exc}") from None
-
 
 def _printed(value: Any) -> str | None:
     if value is None:
         return None
     return str(value).lower() if isinstance(value, bool) else str(value)
-
-
-# What Java's Integer.parseInt / Long.parseLong and Double.parseDouble take, as Kafka's
-# ConfigDef reads a number (trimmed first): Python's int() and float() also take `1_000`,
-# `nan` and `inf`, which Kafka refuses. Both integer parsers take any Unicode decimal digit
-# (Character.digit), as `\d` and int() do.
-_JAVA_INTEGER = re.compile(r"[+-]?\d+")
-_JAVA_DOUBLE = re.compile(
-    r"[+-]?(?:NaN|Infinity|(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?[fFdD]?)"
-)
-
-
-def java_integer(text: str) -> int:
-    """ValueError unless Java would read `text` as an integer."""
-    if not _JAVA_INTEGER.fullmatch(text):
-        raise ValueError(text)
-    return int(text)
-
-
-def node_id(text: str) -> int | None:
-    """`text` as Java's Integer.parseInt reads a node id (Kafka's ConfigHelper and
-    RuntimeLoggerManager), None where it throws: not an integer, or outside 32 bits."""
-    if not _JAVA_INTEGER.fullmatch(text):
-        return None
-    value = int(text)
-    return value if -(1 << 31) <= value < (1 << 31) else None
-
-
-def java_double(text: str) -> float:
-    """ValueError unless Java would read `text` as a double."""
-    if not _JAVA_DOUBLE.fullmatch(text):
-        raise ValueError(text)
-    return float(text.rstrip("fFdD"))
 
 
 def _parse(name: str, kind: Any, raw: str) -> Any:

@@ -13,7 +13,7 @@ from enum import IntEnum
 from typing import Any
 
 from minicoord.protocol.lean_dataclass import dataclass
-from minicoord.server.config import java_double, java_integer
+from minicoord.server.java_numbers import java_double, java_integer
 
 LONG_MAX = 9_223_372_036_854_775_807
 INT_MAX = 2_147_483_647

@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+import re
+
 import pytest
 from minicoord.server.config import Config, ConfigError, parse_setting
 
@@ -55,6 +57,15 @@ def test_kafka_names_map_to_fields() -> None:
         # Kafka's, but not served here.
         {"group.coordinator.rebalance.protocols": "classic,consumer,share"},
         {"group.coordinator.rebalance.protocols": "classic,streams"},
+        # KRaft's identity: node.id and broker.id agree, and are not negative.
+        {"node.id": "1", "broker.id": "2"},
+        {"broker.id": "2", "node.id": "1"},
+        {"node.id": "-1"},
+        # One node is broker and controller at once.
+        {"process.roles": "broker"},
+        {"process.roles": "controller"},
+        {"process.roles": "broker,broker,controller"},
+        {"process.roles": "broker,voter"},
     ],
 )
 def test_invalid_configs_are_rejected(pairs: dict[str, str]) -> None:
@@ -106,3 +117,27 @@ def test_times_whose_kafka_default_is_null_are_unset_until_given() -> None:
     )
     assert Config.default_of("log.retention.hours") == "168"
     assert Config.default_of("log.retention.ms") is None
+
+
+def test_node_id_is_broker_id_under_kraft_name() -> None:
+    # KafkaConfig.populateSynonyms: either name given is both given.
+    for pairs in ({"node.id": "3"}, {"broker.id": "3"}, {"node.id": "3", "broker.id": "3"}):
+        config = Config.from_pairs(pairs)
+        assert config.broker_id == 3
+        assert {"node.id", "broker.id"} <= config.explicit
+        assert config.value_of("node.id") == config.value_of("broker.id") == "3"
+    assert Config.default_of("node.id") == "0"
+    assert "node.id" in Config.known_names() and "process.roles" in Config.known_names()
+    assert Config.from_pairs({"process.roles": " controller , broker"}).process_roles
+
+
+def test_a_disagreeing_node_id_is_refused_in_kafkas_words() -> None:
+    # The last value given under each name counts, as in Kafka's properties.
+    pairs = [("broker.id", "1"), ("node.id", "1"), ("broker.id", "2")]
+    with pytest.raises(
+        ConfigError, match=re.escape("You must set `node.id` to the same value as `broker.id`.")
+    ):
+        Config.from_pairs(pairs)
+    assert (
+        Config.from_pairs([("node.id", "1"), ("node.id", "2"), ("broker.id", "2")]).broker_id == 2
+    )

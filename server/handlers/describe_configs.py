@@ -26,9 +26,10 @@ from minicoord.server.broker_synonyms import (
     broker_values,
     config_synonyms,
 )
-from minicoord.server.config import Config, node_id
+from minicoord.server.config import Config
 from minicoord.server.group_configs import GROUP_RESOURCE
 from minicoord.server.handlers.base import Handler, RequestContext
+from minicoord.server.java_numbers import node_id
 from minicoord.server.security import authorize
 from minicoord.server.topic_config_defs import ConfigSource, ConfigType
 from minicoord.server.topics import topic_name_error
@@ -248,6 +249,7 @@ _INT_CONFIGS = frozenset(
         "queued.max.requests",
         "max.request.partition.size.limit",
         "broker.id",
+        "node.id",
         "offsets.topic.segment.bytes",
         "offsets.retention.minutes",
         "group.consumer.heartbeat.interval.ms",
@@ -280,6 +282,7 @@ _LIST_CONFIGS = frozenset(
         "ssl.enabled.protocols",
         "sasl.enabled.mechanisms",
         "group.coordinator.rebalance.protocols",
+        "process.roles",
     }
 )
 _SHORT_CONFIGS = frozenset(

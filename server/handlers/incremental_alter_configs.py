@@ -23,11 +23,11 @@ from minicoord.protocol.errors import ErrorCode
 from minicoord.server import broker_loggers
 from minicoord.server.broker_loggers import BROKER_LOGGER
 from minicoord.server.broker_synonyms import DYNAMIC_BROKER_CONFIGS
-from minicoord.server.config import node_id
 from minicoord.server.coordinator.results import Result
 from minicoord.server.group_configs import DEFS as GROUP_CONFIGS
 from minicoord.server.group_configs import GROUP_RESOURCE
 from minicoord.server.handlers.base import Handler, RequestContext
+from minicoord.server.java_numbers import node_id
 from minicoord.server.security import authorize
 from minicoord.server.topic_config_defs import (
     TOPIC_CONFIGS,

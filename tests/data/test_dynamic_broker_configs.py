@@ -220,3 +220,24 @@ def test_set_at_runtime_they_outlive_a_restart_and_stock_admins_see_them(tmp_pat
             )
             == 4096
         )
+
+
+def test_a_kraft_node_id_names_the_broker_and_stock_admins_see_its_identity() -> None:
+    from confluent_kafka.admin import AdminClient, ConfigResource, ResourceType
+
+    with running({"node.id": "3"}) as server:
+        client = AdminClient({"bootstrap.servers": server.bootstrap})
+        # The broker's id is node.id's: Metadata names it, DescribeConfigs answers to it.
+        assert list(client.list_topics(timeout=10).brokers) == [3]
+        resource = ConfigResource(ResourceType.BROKER, "3")
+        [entries] = [f.result(10) for f in client.describe_configs([resource]).values()]
+        got = {
+            name: (entries[name].value, entries[name].source, entries[name].is_read_only)
+            for name in ("node.id", "broker.id", "process.roles")
+        }
+        # KafkaConfig.populateSynonyms: node.id given sets broker.id, both static.
+        assert got == {
+            "node.id": ("3", STATIC, True),
+            "broker.id": ("3", STATIC, True),
+            "process.roles": ("broker,controller", DEFAULT, True),
+        }
