@@ -101,7 +101,8 @@ def _log_command(args: argparse.Namespace) -> int:
 def _compacted_topics(data_dir: Path, config: Config) -> dict[str, tuple[int, int, int]]:
     """The topics whose cleanup.policy includes compact, from the cluster metadata log, each
     with its delete.retention.ms, min.compaction.lag.ms and segment.bytes (`__transaction_state`
-    among them once it exists; `__consumer_offsets` is cleaned by the offsets settings)."""
+    among them once it exists), and `__consumer_offsets` with the tombstone retention the
+    server's cleaner uses, set at runtime or at start (no lag; the offsets settings' size)."""
     from minicoord.server.cluster_metadata import replay_metadata
     from minicoord.server.topics import METADATA_TOPIC, OFFSETS_TOPIC, TopicRegistry
     from minicoord.storage.log import log_dir
@@ -114,11 +115,14 @@ def _compacted_topics(data_dir: Path, config: Config) -> dict[str, tuple[int, in
     registry = TopicRegistry(config)
     replay_metadata(plog, registry)
     plog.close()
-    return {
-        t.name: (cfg.delete_retention_ms, cfg.min_compaction_lag_ms, cfg.segment_bytes)
-        for t in registry.all()
-        if t.name != OFFSETS_TOPIC and (cfg := registry.config_of(t)).compact
-    }
+    wanted = {}
+    for t in registry.all():
+        cfg = registry.config_of(t)
+        if t.name == OFFSETS_TOPIC:
+            wanted[t.name] = (cfg.delete_retention_ms, 0, config.offsets_topic_segment_bytes)
+        elif cfg.compact:
+            wanted[t.name] = (cfg.delete_retention_ms, cfg.min_compaction_lag_ms, cfg.segment_bytes)
+    return wanted
 
 
 def _run(coro: object) -> None:

@@ -6,11 +6,13 @@ Kafka's ConfigHelper does (set for this broker, for every broker, at start, the 
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
-from datakit import describe_configs, incremental_alter, legacy_alter
+from datakit import compact_offline, describe_configs, incremental_alter, legacy_alter
 from minicoord.clients.connection import ProtocolClient
 from minicoord.protocol.errors import ErrorCode
 from minicoord.testing.embedded import EmbeddedServer, running
@@ -241,3 +243,45 @@ def test_a_kraft_node_id_names_the_broker_and_stock_admins_see_its_identity() ->
             "broker.id": ("3", STATIC, True),
             "process.roles": ("broker,controller", DEFAULT, True),
         }
+
+
+def _offsets_tombstones(data_dir: Path) -> int:
+    dump = subprocess.run(
+        [sys.executable, "-m", "minicoord.server.cli", "log", "dump", str(data_dir)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert dump.returncode == 0, dump.stderr
+    return sum(
+        "<tombstone>" in line
+        for line in dump.stdout.splitlines()
+        if line.startswith("topic=__consumer_offsets ")
+    )
+
+
+@pytest.mark.asyncio
+async def test_offline_compaction_keeps_tombstones_as_long_as_the_runtime_retention_says(
+    tmp_path: Path,
+) -> None:
+    from confluent_kafka import Consumer, TopicPartition
+    from confluent_kafka.admin import AdminClient
+
+    with running(data_dir=tmp_path, topics=[("t", 1)]) as server:
+        consumer = Consumer({"bootstrap.servers": server.bootstrap, "group.id": "gone"})
+        consumer.commit(offsets=[TopicPartition("t", 0, 5)], asynchronous=False)
+        consumer.close()
+        client = AdminClient({"bootstrap.servers": server.bootstrap})
+        for future in client.delete_consumer_groups(["gone"]).values():
+            future.result(10)
+    # The tombstones are younger than the default retention (a day): the cleaner keeps them,
+    # offline as in the server.
+    compact_offline(tmp_path)
+    assert _offsets_tombstones(tmp_path) >= 1
+    # Set at runtime for every broker, a retention of 0 is what the offline cleaner goes by
+    # too, as the server's own would (a dynamic config outranks the static default).
+    with running(data_dir=tmp_path) as server:
+        every = incremental_alter(BROKER, ("", [("log.cleaner.delete.retention.ms", SET, "0")]))
+        assert _altered(await _ask(server, every)) == [(0, None)]
+    compact_offline(tmp_path)
+    assert _offsets_tombstones(tmp_path) == 0
