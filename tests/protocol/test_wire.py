@@ -1261,6 +1261,36 @@ async def test_the_offsets_topic_exists_from_the_first_group_coordinator_lookup(
     assert await list_offsets() == ErrorCode.NONE
 
 
+async def test_any_key_has_a_coordinator_with_kafkas_messages(raw_client: ProtocolClient) -> None:
+    # Kafka looks up any key, the empty one too (it keeps offsets of group "" for old
+    # clients); before v4 the message is Errors.message(), "NONE" on success, and from v4
+    # there is none per key.
+    for version, key_type in ((0, 0), (1, 0), (1, 1), (3, 0), (3, 1)):
+        request = FindCoordinatorRequest(version=version, key="", key_type=key_type)
+        found = await raw_client.request(request, version)
+        assert (found.error_code, found.node_id) == (ErrorCode.NONE, 0), (version, key_type)
+        if version >= 1:
+            assert found.error_message == "NONE"
+    batched = FindCoordinatorRequest(version=4, key_type=1, coordinator_keys=["", "t"])
+    found = await raw_client.request(batched, 4)
+    assert [(c.key, c.error_code, c.node_id, c.error_message) for c in found.coordinators] == [
+        ("", ErrorCode.NONE, 0, None),
+        ("t", ErrorCode.NONE, 0, None),
+    ]
+    # A key type Kafka has no coordinator for fails the request: the error's own text.
+    text = "This most likely occurs because of a request being malformed by the client library"
+    found = await raw_client.request(FindCoordinatorRequest(version=3, key="g", key_type=7), 3)
+    assert (found.error_code, found.node_id) == (ErrorCode.INVALID_REQUEST, -1)
+    assert found.error_message.startswith(text)
+    batched = FindCoordinatorRequest(version=4, key_type=7, coordinator_keys=["a", "b"])
+    found = await raw_client.request(batched, 4)
+    assert [(c.key, c.error_code) for c in found.coordinators] == [
+        ("a", ErrorCode.INVALID_REQUEST),
+        ("b", ErrorCode.INVALID_REQUEST),
+    ]
+    assert all(c.error_message.startswith(text) for c in found.coordinators)
+
+
 async def test_a_metadata_request_naming_the_offsets_topic_creates_it(
     raw_client: ProtocolClient,
 ) -> None:
