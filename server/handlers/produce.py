@@ -65,25 +65,24 @@ def _handle(ctx: RequestContext, request: Any, parked: Parked | None) -> Any:
     transactional = any(
         _transactional(p.records) for t in request.topic_data for p in t.partition_data
     )
-    refuse: AppendOutcome | None = None
-    if acks not in (-1, 0, 1):
-        refuse = AppendOutcome(ErrorCode.INVALID_REQUIRED_ACKS)
-    elif transactional and request.transactional_id is None:
-        refuse = AppendOutcome(
-            ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
-            message="a transactional batch needs a transactional id",
-        )
-    # With ACLs (as Kafka): Write on the transactional id, if any, for the whole request;
-    # Write on each topic, checked before whether the topic exists.
+    # With ACLs (as Kafka): Write on the transactional id of transactional records, for the
+    # whole request; Write on each topic, checked before whether the topic exists.
     checked = broker.authorizer is not None
-    if (
-        checked
-        and request.transactional_id is not None
-        and not authorize.allowed(ctx, authorize.WRITE, TXN_ID, request.transactional_id)
+    refuse_all: AppendOutcome | None = None
+    if transactional and (
+        request.transactional_id is None
+        or (
+            checked
+            and not authorize.allowed(ctx, authorize.WRITE, TXN_ID, request.transactional_id)
+        )
     ):
-        refuse = AppendOutcome(ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
-    if refuse is not None:
-        refused(ctx, refuse.error, refuse.message)
+        # Kafka's error response for the whole request: every partition, no message.
+        refuse_all = AppendOutcome(ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
+        why = "no transactional id" if request.transactional_id is None else "no Write on it"
+        refused(ctx, refuse_all.error, f"transactional records with {why}")
+    bad_acks = acks not in (-1, 0, 1)
+    if bad_acks:
+        refused(ctx, ErrorCode.INVALID_REQUIRED_ACKS, f"acks={acks}")
     # A partition named twice is appended and answered once, with its last data, as Kafka's
     # handleProduceRequest keeps one entry per partition (and answers one per topic).
     latest = _last_occurrences(request.topic_data, by_id)
@@ -104,7 +103,9 @@ def _handle(ctx: RequestContext, request: Any, parked: Parked | None) -> Any:
         for p in t.partition_data:
             if latest is not None and latest[key, p.index] is not p:
                 continue
-            if denied:
+            if refuse_all is not None:
+                outcome = refuse_all
+            elif denied:
                 outcome = AppendOutcome(ErrorCode.TOPIC_AUTHORIZATION_FAILED)
             elif topic is None:
                 missing = (
@@ -113,8 +114,8 @@ def _handle(ctx: RequestContext, request: Any, parked: Parked | None) -> Any:
                 outcome = AppendOutcome(missing)
             elif not 0 <= p.index < topic.partitions:
                 outcome = AppendOutcome(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
-            elif refuse is not None:
-                outcome = refuse
+            elif bad_acks:
+                outcome = AppendOutcome(ErrorCode.INVALID_REQUIRED_ACKS)
             elif acks == -1 and registry.config_of(topic).min_insync_replicas > 1:
                 outcome = _not_enough_replicas(ctx, topic, p.index)
             else:
@@ -123,6 +124,8 @@ def _handle(ctx: RequestContext, request: Any, parked: Parked | None) -> Any:
                     request.transactional_id,
                 )  # fmt: skip
             failed = failed or outcome.error is not ErrorCode.NONE
+            if outcome.message is not None and _sent_message(outcome) is None:
+                refused(ctx, outcome.error, outcome.message)
             partitions.append((p.index, outcome))
 
     if acks == 0:
@@ -185,6 +188,14 @@ def _last_occurrences(topic_data: Any, by_id: bool) -> dict[tuple[Any, int], Any
     }
 
 
+def _sent_message(o: AppendOutcome) -> str | None:
+    """The message Kafka answers with: only where its ReplicaManager marks one custom, for a
+    batch refused for its records' errors (RecordValidationException) and a transactional
+    batch for a partition its transaction does not hold. For every other error the client
+    shows the error's own text (the detail is in this server's log, see handle)."""
+    return o.message if o.record_errors or o.error is ErrorCode.INVALID_TXN_STATE else None
+
+
 def _partition(index: int, o: AppendOutcome) -> Any:
     return PartitionResponse(
         index=index,
@@ -195,7 +206,7 @@ def _partition(index: int, o: AppendOutcome) -> Any:
         record_errors=[
             RecordError(batch_index=i, batch_index_error_message=m) for i, m in o.record_errors
         ],
-        error_message=o.message,
+        error_message=_sent_message(o),
     )
 
 
