@@ -248,10 +248,17 @@ def validate(overrides: Mapping[str, str | None]) -> dict[str, Any]:
             parsed[name] = definition.parse(raw)
         except ValueError as exc:
             raise InvalidConfig(str(exc)) from None
+    # LogConfig's words for both.
     if parsed.get("remote.storage.enable"):
-        raise InvalidConfig("Tiered storage is not enabled on this cluster")
-    if parsed.get("min.compaction.lag.ms", 0) > parsed.get("max.compaction.lag.ms", LONG_MAX):
         raise InvalidConfig(
-            "conflict topic config setting min.compaction.lag.ms > max.compaction.lag.ms"
+            "Tiered Storage functionality is disabled in the broker. Topic cannot be configured "
+            "with remote log storage."
+        )
+    min_lag = parsed.get("min.compaction.lag.ms", 0)
+    max_lag = parsed.get("max.compaction.lag.ms", LONG_MAX)
+    if min_lag > max_lag:
+        raise InvalidConfig(
+            f"conflict topic config setting min.compaction.lag.ms ({min_lag}) > "
+            f"max.compaction.lag.ms ({max_lag})"
         )
     return parsed

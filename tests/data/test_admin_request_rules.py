@@ -196,6 +196,19 @@ async def test_config_values_are_checked_with_kafkas_validators_and_words() -> N
                 "Invalid value yes for configuration preallocate: Expected value to be either "
                 "true or false",
             )
+            # LogConfig's cross-config rules, in its words.
+            assert await incremental(
+                ("min.compaction.lag.ms", SET, "100"), ("max.compaction.lag.ms", SET, "50")
+            ) == (
+                invalid,
+                "conflict topic config setting min.compaction.lag.ms (100) > "
+                "max.compaction.lag.ms (50)",
+            )
+            assert await incremental(("remote.storage.enable", SET, "true")) == (
+                invalid,
+                "Tiered Storage functionality is disabled in the broker. Topic cannot be "
+                "configured with remote log storage.",
+            )
             assert await incremental(("no.such.config", DELETE, None)) == (0, None)
             assert await incremental(("no.such.config", SET, "1")) == (
                 invalid,
