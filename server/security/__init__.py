@@ -3,5 +3,5 @@ authorization: ACLs (acls.py), their records (records.py), and the checks handle
 (authorize.py).
 
 The listener and SASL parts load only for a server with a listener that needs them: a default
-PLAINTEXT server imports none of ssl, cryptography or scramp.
+PLAINTEXT server imports none of ssl, cryptography or the SASL mechanisms.
 """

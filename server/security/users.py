@@ -65,7 +65,7 @@ def alter(
     failed: dict[str, Outcome] = {}
     seen: set[tuple[str, int]] = set()
 
-    def fail(user: str, error: ErrorCode, message: str) -> None:
+    def fail(user: str, error: ErrorCode, message: str | None) -> None:
         failed.setdefault(user, Outcome(user, error, message))
 
     changes: list[tuple[str, Any]] = [("delete", d) for d in deletions] + [
@@ -109,12 +109,10 @@ def alter(
             if change.iterations > MAX_ITERATIONS:
                 fail(name, ErrorCode.UNACCEPTABLE_CREDENTIAL, "Too many iterations")
                 continue
-            if not change.salt or not change.salted_password:
-                fail(
-                    name,
-                    ErrorCode.UNACCEPTABLE_CREDENTIAL,
-                    "Salt and salted password must not be empty",
-                )
+            if not change.salted_password:
+                # Kafka takes any salt, even none; an empty salted password fails in its
+                # HMAC (an empty key), which it answers as an unknown error, with no message.
+                fail(name, ErrorCode.UNKNOWN_SERVER_ERROR, None)
                 continue
         planned.append((kind, change))
     for kind, change in planned:

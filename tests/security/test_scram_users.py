@@ -98,6 +98,38 @@ def test_scram_users_from_the_admin_api_survive_a_restart(tmp_path: Path, certs:
         )
 
 
+def test_a_credential_salted_by_the_admin_client_with_a_short_salt_logs_in(
+    certs: CertFiles,
+) -> None:
+    # Kafka keeps the salt an admin client chose, of any length (sarama's callers choose
+    # theirs), and its SCRAM exchange sends it back as it is: a 5-byte one logs in too.
+    from confluent_kafka.admin import (
+        ScramCredentialInfo,
+        ScramMechanism,
+        UserScramCredentialUpsertion,
+    )
+
+    with running(listeners=LISTENERS, tls=certs) as server:
+        admin = _admin(server.address_of("PLAINTEXT"))
+        for user, mechanism, salt in [
+            ("frank", ScramMechanism.SCRAM_SHA_256, b"short"),
+            ("grace", ScramMechanism.SCRAM_SHA_512, b"eleven-byte"),
+        ]:
+            info = ScramCredentialInfo(mechanism, 4096)
+            upsertion = UserScramCredentialUpsertion(user, info, f"{user}-pw".encode(), salt)
+            for future in admin.alter_user_scram_credentials([upsertion]).values():
+                future.result(10)
+            conf = server.client("SASL_SSL").confluent() | {
+                "sasl.mechanism": "SCRAM-SHA-256"
+                if mechanism == ScramMechanism.SCRAM_SHA_256
+                else "SCRAM-SHA-512",
+                "sasl.username": user,
+                "sasl.password": f"{user}-pw",
+            }
+            assert _can_read_metadata(conf), user
+            assert not _can_read_metadata(conf | {"sasl.password": "wrong"}), user
+
+
 def test_scram_credentials_need_the_cluster_with_acls_on() -> None:
     # Kafka's KafkaApis: DescribeUserScramCredentials needs Describe on the cluster and
     # AlterUserScramCredentials Alter; without them nobody may read or set another's password.
