@@ -21,7 +21,7 @@ from minicoord.protocol.apis import SPECS
 from minicoord.protocol.errors import ErrorCode
 from minicoord.server.handlers.base import Handler, RequestContext
 from minicoord.server.security import authorize
-from minicoord.server.transactions.coordinator import ONGOING, Txn
+from minicoord.server.transactions.coordinator import Txn
 
 API_KEY = 65
 SPEC = SPECS[API_KEY]
@@ -66,7 +66,9 @@ def _described(ctx: RequestContext, txn: Txn) -> Any:
         transactional_id=txn.transactional_id,
         transaction_state=txn.state,
         transaction_timeout_ms=txn.timeout_ms,
-        transaction_start_time_ms=txn.start_ms if txn.state == ONGOING else -1,
+        # The last transaction's start, whatever the state since (Kafka's in-memory
+        # txnStartTimestamp: -1 only for an id that never began one, or read back Empty).
+        transaction_start_time_ms=txn.start_ms,
         producer_id=txn.producer_id,
         producer_epoch=txn.epoch,
         topics=[

@@ -339,7 +339,7 @@ class TransactionCoordinator:
             txn.state,
             None if txn.state == EMPTY else txn.partitions,
             txn.update_ms,
-            txn.start_ms,
+            -1 if txn.state == EMPTY else txn.start_ms,  # as Kafka's Empty transition writes
         )
         return self.partition_for(tid), key, value
 

@@ -228,6 +228,8 @@ def test_admin_clients_list_and_describe_transactions(server: EmbeddedServer) ->
         assert admin.list_transactions(state_filters=["Ongoing"]) == {0: []}
         completed = admin.describe_transactions(["listed-1"])["listed-1"]
         assert (completed.state, completed.topic_partitions) == ("CompleteCommit", set())
+        # Kafka keeps the finished transaction's start time (only a new id has none).
+        assert completed.transaction_start_time_ms == described.transaction_start_time_ms
         tp = KpTopicPartition(TOPIC, 0)
         (state,) = admin.describe_producers([tp])[tp].active_producers
         # The coordinator's marker: its epoch (0 on this node), no transaction open.
