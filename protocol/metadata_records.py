@@ -65,6 +65,10 @@ class ClientQuotaRecord(ApiData, load_json=schemas):
     pass
 
 
+class FeatureLevelRecord(ApiData, load_json=schemas):
+    pass
+
+
 # The version of each record type minicoord writes.
 WRITTEN_VERSION: dict[type, int] = {
     TopicRecord: 0,
@@ -77,6 +81,7 @@ WRITTEN_VERSION: dict[type, int] = {
     UserScramCredentialRecord: 0,
     RemoveUserScramCredentialRecord: 0,
     ClientQuotaRecord: 0,
+    FeatureLevelRecord: 0,
 }
 BY_API_KEY: dict[int, type] = {cls.json["apiKey"]: cls for cls in WRITTEN_VERSION}
 

@@ -29,6 +29,7 @@ from minicoord.server.coordinator.coordinator import GroupCoordinator
 from minicoord.server.coordinator.results import Effects, Result
 from minicoord.server.coordinator.timers import TimerQueue
 from minicoord.server.data.plane import DataPlane
+from minicoord.server.features import Features
 from minicoord.server.handlers import HandlerRegistry
 from minicoord.server.request_log import Refusals, RequestLog
 from minicoord.server.topics import OFFSETS_TOPIC, TopicRegistry
@@ -86,8 +87,9 @@ class Broker(ClusterMetadata):
         # `authorizer` is None without authorizer.class.name, which is what handlers test
         # before checking.
         self.authorizer: AclStore | None = self.acls if config.authorizer_enabled else None
-        # group.coordinator.rebalance.protocols names `consumer`: read by every
-        # ConsumerGroupHeartbeat, so worked out once.
+        self.features = Features()
+        # group.coordinator.rebalance.protocols names `consumer` and group.version is at
+        # least 1: read by every ConsumerGroupHeartbeat, so worked out at each change.
         self.consumer_protocol = config.consumer_protocol_enabled
         self.cluster_id = new_cluster_id()
         # Open connections, as the keys of a dict rather than a set: a set grows its table

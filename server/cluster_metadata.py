@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from minicoord.protocol import metadata_records as mr
 from minicoord.protocol.records import Record
+from minicoord.server.features import GROUP_VERSION
 from minicoord.server.topics import (
     METADATA_TOPIC,
     OFFSETS_TOPIC,
@@ -31,6 +32,7 @@ if TYPE_CHECKING:
     from minicoord.server.coordinator.coordinator import GroupCoordinator
     from minicoord.server.coordinator.results import Effects, Result
     from minicoord.server.data.plane import DataPlane
+    from minicoord.server.features import Features
     from minicoord.server.security.acls import Acl, AclStore
     from minicoord.server.security.sasl import UserStore
     from minicoord.server.topics import TopicRegistry
@@ -52,9 +54,11 @@ def replay_metadata(
     on_user: Callable[[Any], None] | None = None,
     on_group_config: Callable[[Any], None] | None = None,
     on_quota: Callable[[Any], None] | None = None,
+    on_feature: Callable[[Any, int], None] | None = None,
 ) -> tuple[int, int]:
     """Rebuild the topics (producer id blocks, ACLs, SCRAM users, group configs, client
-    quotas) from the metadata log; (records read, records skipped as undecodable)."""
+    quotas, feature levels with their offsets) from the metadata log; (records read, records
+    skipped as undecodable)."""
     read = skipped = 0
     for stored in plog.records():
         read += 1
@@ -81,6 +85,9 @@ def replay_metadata(
         elif isinstance(record, mr.ClientQuotaRecord):
             if on_quota is not None:
                 on_quota(record)
+        elif isinstance(record, mr.FeatureLevelRecord):
+            if on_feature is not None:
+                on_feature(record, stored.offset)
         else:
             registry.replay(record)
     return read, skipped
@@ -94,6 +101,8 @@ class ClusterMetadata:
     data: DataPlane
     coordinator: GroupCoordinator
     users: UserStore | None
+    features: Features
+    consumer_protocol: bool
     now: Callable[[], int]
     _metadata_log: PartitionLog | None
     # (records read back, records skipped as undecodable) by `open_metadata`.
@@ -122,7 +131,9 @@ class ClusterMetadata:
             self._replay_user,
             self.coordinator.group_configs.replay,
             self._replay_quota,
+            self.features.apply,
         )
+        self._follow_features()
 
     def compact_metadata(self) -> bool:
         """Rewrite the cluster metadata log as the records of what it holds when it holds
@@ -147,6 +158,7 @@ class ClusterMetadata:
             self.__dict__.get("acls"),  # made only if an ACL record was replayed
             self.users,
             self.__dict__.get("client_quotas"),  # likewise for a quota record
+            self.features,
         )
         if not worth_compacting(read, live_records(*state)):
             return False
@@ -241,6 +253,22 @@ class ClusterMetadata:
         from minicoord.server.security.users import apply_record
 
         apply_record(self.user_store(), record)
+
+    def update_features(self, records: list[bytes]) -> None:
+        """Apply and append UpdateFeatures' FeatureLevelRecords (features.py)."""
+        if self._metadata_log is None:
+            self.open_metadata()
+        assert self._metadata_log is not None
+        first = self._metadata_log.next_offset
+        for i, value in enumerate(records):
+            self.features.apply(mr.decode(value), first + i)
+        self.persist_metadata(records)
+        self._follow_features()
+
+    def _follow_features(self) -> None:
+        self.consumer_protocol = (
+            self.config.consumer_protocol_enabled and self.features.level(GROUP_VERSION) >= 1
+        )
 
     def persist_metadata(self, values: Iterable[bytes]) -> None:
         """Append cluster metadata records; replies applied after this wait for them."""

@@ -26,6 +26,7 @@ from minicoord.protocol import metadata_records as mr
 if TYPE_CHECKING:
     from minicoord.server.client_quotas import QuotaStore
     from minicoord.server.data.producers import ProducerIds
+    from minicoord.server.features import Features
     from minicoord.server.group_configs import GroupConfigs
     from minicoord.server.security.acls import AclStore
     from minicoord.server.security.sasl import UserStore
@@ -49,6 +50,7 @@ def live_records(
     acls: AclStore | None,
     users: UserStore | None,
     quotas: QuotaStore | None,
+    features: Features,
 ) -> int:
     """How many records `snapshot_records` would make, without encoding them: a start with
     much live state and little dead (the usual one) decides at the cost of a count."""
@@ -62,6 +64,7 @@ def live_records(
     if users is not None:
         count += sum(len(credentials) for credentials in users.scram.values())
     count += len(quotas) if quotas is not None else 0
+    count += len(features.snapshot())
     return count
 
 
@@ -73,10 +76,11 @@ def snapshot_records(
     acls: AclStore | None,
     users: UserStore | None,
     quotas: QuotaStore | None,
+    features: Features,
 ) -> list[bytes]:
     """The records that rebuild the replayed state: topics with their configs and partitions
     (and the broker configs set at runtime), the producer id block claimed last, group
-    configs, ACLs, SCRAM credentials and client quotas.
+    configs, ACLs, SCRAM credentials, client quotas and the feature levels changed.
 
     Only the state the log made: call it before anything given at start (--topic, --acl,
     --user) is added, or those would be written as if created through the admin APIs.
@@ -98,4 +102,4 @@ def snapshot_records(
             records += [mr.encode(credential_record(n, type_id, c)) for n, c in credentials.items()]
     if quotas is not None:
         records += quotas.snapshot()
-    return records
+    return records + features.snapshot()

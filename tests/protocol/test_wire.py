@@ -41,6 +41,7 @@ from kafka.protocol.admin import (
     ListGroupsRequest,
     ListPartitionReassignmentsRequest,
     ListTransactionsRequest,
+    UpdateFeaturesRequest,
 )
 from kafka.protocol.consumer import (
     FetchRequest,
@@ -654,6 +655,22 @@ def _sample(key: int, version: int, topic_id: uuid.UUID) -> tuple[Any, Any]:
         )
         req = DescribeClientQuotasRequest(version=version, components=[component], strict=False)
         return req, lambda r: r.error_code == 0 and r.entries == []
+    if key == 57:
+        # group.version at the level it is finalized at: accepted, nothing changes.
+        update = UpdateFeaturesRequest.FeatureUpdateKey(
+            feature="group.version", max_version_level=1, allow_downgrade=False, upgrade_type=1
+        )
+        req = UpdateFeaturesRequest(
+            version=version, timeout_ms=1000, feature_updates=[update], validate_only=False
+        )
+        named = [("group.version", 0, "NONE")] if version <= 1 else []
+        return (
+            req,
+            lambda r: (
+                r.error_code == 0
+                and [(x.feature, x.error_code, x.error_message) for x in r.results] == named
+            ),
+        )
     raise AssertionError(f"no sample for API {key}")
 
 
@@ -830,10 +847,10 @@ async def test_unknown_api_key_closes_with_a_log_line(
     # An INFO line of the request log, limited per client: a retry loop cannot flood the log.
     with caplog.at_level(logging.INFO, "minicoord.requests"), pytest.raises(ConnectionClosed):
         await asyncio.wait_for(
-            raw_client.request_raw(struct.pack(">hhih", 57, 0, 1, 3) + b"raw", 1), 5
+            raw_client.request_raw(struct.pack(">hhih", 34, 0, 1, 3) + b"raw", 1), 5
         )
-    assert "refused UpdateFeatures v0" in caplog.text and "client_id=raw" in caplog.text
-    assert "API key 57 is not one minicoord serves" in caplog.text
+    assert "refused AlterReplicaLogDirs v0" in caplog.text and "client_id=raw" in caplog.text
+    assert "API key 34 is not one minicoord serves" in caplog.text
 
 
 async def test_oversized_frame_closes_before_its_body(inproc_server: Server) -> None:

@@ -57,6 +57,7 @@ operation = st.one_of(
     st.tuples(st.just("group"), st.sampled_from(["g1", "g2"]), st.sampled_from(GROUP_CONFIGS)),
     st.tuples(st.just("broker"), st.sampled_from(["", "0"]), st.sampled_from(BROKER_CONFIGS)),
     st.tuples(st.just("pids")),
+    st.tuples(st.just("feature"), st.sampled_from([0, 1])),
     st.tuples(st.just("offsets")),
     st.tuples(st.just("quota"), st.sampled_from(QUOTA_ENTITIES),
               st.sampled_from(["producer_byte_rate", "request_percentage"]),
@@ -114,6 +115,8 @@ def _apply(broker: Broker, op: tuple[Any, ...]) -> None:
         )
         _, records = client_quotas.alter(broker.client_quotas, [request])
         broker.persist_metadata(records)
+    elif kind == "feature":  # UpdateFeatures of group.version
+        broker.update_features(broker.features.records([("group.version", args[0], 2)]))
     elif kind == "pids":
         ids = broker.data.producer_ids
         record = mr.ProducerIdsRecord(
@@ -142,6 +145,7 @@ def _state(broker: Broker) -> dict[str, Any]:
         "quotas": {e: dict(v) for e, v in broker.client_quotas.entities.items()},
         "offsets": topics.offsets.partitions if topics.offsets_topic_exists else None,
         "broker configs": dict(topics.dynamic),
+        "features": (broker.features.finalized(), broker.consumer_protocol),
         # What every topic takes from them.
         "retention": [topics.config_of(t).retention_ms for t in topics.user_topics()],
     }
@@ -178,6 +182,7 @@ def test_a_compacted_log_reads_back_to_the_same_state(ops: list[tuple[Any, ...]]
             reopened.acls,
             reopened.users,
             reopened.client_quotas,
+            reopened.features,
         )
         snapshot = metadata_snapshot.snapshot_records(0, *state)
         assert metadata_snapshot.live_records(*state) == len(snapshot)
