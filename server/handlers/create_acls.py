@@ -4,7 +4,9 @@ v1 adds the pattern type; v2 is flexible; v3 allows the USER resource type. Need
 the cluster (CLUSTER_AUTHORIZATION_FAILED for every creation otherwise); without an
 authorizer Kafka answers SECURITY_DISABLED. Each invalid ACL gets INVALID_REQUEST, the rest
 are written to the cluster metadata log before the answer (an ACL that exists already is
-not written again, and succeeds).
+not written again, and succeeds). A creation with an UNKNOWN (0) type, pattern type,
+operation or permission closes the connection unanswered, nothing created, as Kafka cannot
+parse the request.
 """
 
 from __future__ import annotations
@@ -15,16 +17,23 @@ from kafka.protocol.admin import CreateAclsResponse
 from minicoord.protocol.apis import SPECS
 from minicoord.protocol.errors import ErrorCode
 from minicoord.server.coordinator.results import Result
-from minicoord.server.handlers.base import Handler, RequestContext
+from minicoord.server.handlers.base import NO_RESPONSE, Handler, RequestContext
 from minicoord.server.security import authorize
 from minicoord.server.security.acls import Acl, InvalidAcl
-from minicoord.server.security.records import acl_from_wire, create
+from minicoord.server.security.records import (
+    CREATION_FIELDS,
+    acl_from_wire,
+    create,
+    unparseable,
+)
 
 API_KEY = 30
 Result_ = CreateAclsResponse.AclCreationResult
 
 
 def handle(ctx: RequestContext, request: Any) -> Any:
+    if unparseable(ctx, request.creations, CREATION_FIELDS):
+        return NO_RESPONSE
     broker = ctx.broker
     count = len(request.creations)
     if broker.authorizer is None:

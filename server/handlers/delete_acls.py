@@ -3,6 +3,8 @@
 Removes every ACL each filter matches and lists them per filter; the removals are in the
 cluster metadata log before the answer. Needs Alter on the cluster
 (CLUSTER_AUTHORIZATION_FAILED per filter otherwise); SECURITY_DISABLED without an authorizer.
+A filter with an UNKNOWN (0) type, pattern type, operation or permission closes the
+connection unanswered, nothing deleted, as Kafka cannot parse the request.
 """
 
 from __future__ import annotations
@@ -13,10 +15,15 @@ from kafka.protocol.admin import DeleteAclsResponse
 from minicoord.protocol.apis import SPECS
 from minicoord.protocol.errors import ErrorCode
 from minicoord.server.coordinator.results import Result
-from minicoord.server.handlers.base import Handler, RequestContext
+from minicoord.server.handlers.base import NO_RESPONSE, Handler, RequestContext
 from minicoord.server.security import authorize
 from minicoord.server.security.acls import AclFilter, InvalidAcl
-from minicoord.server.security.records import delete, filter_from_wire
+from minicoord.server.security.records import (
+    FILTER_FIELDS,
+    delete,
+    filter_from_wire,
+    unparseable,
+)
 
 API_KEY = 31
 FilterResult = DeleteAclsResponse.DeleteAclsFilterResult
@@ -24,6 +31,8 @@ Matching = FilterResult.DeleteAclsMatchingAcl
 
 
 def handle(ctx: RequestContext, request: Any) -> Any:
+    if unparseable(ctx, request.filters, FILTER_FIELDS):
+        return NO_RESPONSE
     broker = ctx.broker
     count = len(request.filters)
     if broker.authorizer is None:

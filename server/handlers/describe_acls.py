@@ -2,7 +2,8 @@
 
 The ACLs a filter matches (pattern types LITERAL, PREFIXED, ANY and MATCH as Kafka reads
 them), grouped by resource pattern. Needs Describe on the cluster; SECURITY_DISABLED without
-an authorizer.
+an authorizer. A filter with an UNKNOWN (0) type, pattern type, operation or permission
+closes the connection unanswered, as Kafka cannot parse it.
 """
 
 from __future__ import annotations
@@ -12,10 +13,10 @@ from typing import Any
 from kafka.protocol.admin import DescribeAclsResponse
 from minicoord.protocol.apis import SPECS
 from minicoord.protocol.errors import ErrorCode
-from minicoord.server.handlers.base import Handler, RequestContext
+from minicoord.server.handlers.base import NO_RESPONSE, Handler, RequestContext
 from minicoord.server.security import authorize
 from minicoord.server.security.acls import InvalidAcl
-from minicoord.server.security.records import filter_from_wire
+from minicoord.server.security.records import FILTER_FIELDS, filter_from_wire, unparseable
 
 API_KEY = 29
 Resource = DescribeAclsResponse.DescribeAclsResource
@@ -23,6 +24,8 @@ Description = Resource.AclDescription
 
 
 def handle(ctx: RequestContext, request: Any) -> Any:
+    if unparseable(ctx, [request], FILTER_FIELDS):
+        return NO_RESPONSE
     broker = ctx.broker
     if not authorize.cluster_allowed(ctx, authorize.DESCRIBE):
         return _error(ctx, ErrorCode.CLUSTER_AUTHORIZATION_FAILED, authorize.not_authorized(ctx))

@@ -25,6 +25,8 @@ from minicoord.server.security.acls import (
 if TYPE_CHECKING:
     import uuid
 
+    from minicoord.server.handlers.base import RequestContext
+
 
 def to_record(acl_id: uuid.UUID, acl: Acl) -> bytes:
     return mr.encode(
@@ -90,6 +92,28 @@ def delete(store: AclStore, filters: Iterable[AclFilter]) -> tuple[list[list[Acl
         store.remove(acl_id)
         records.append(mr.encode(mr.RemoveAccessControlEntryRecord(id=acl_id)))
     return per_filter, records
+
+
+# The UNKNOWN code (0) of every ACL enum: Kafka's request classes refuse it while parsing,
+# in these fields of a DescribeAcls request or DeleteAcls filter, and of a CreateAcls creation.
+_UNKNOWN = 0
+FILTER_FIELDS = ("resource_type_filter", "pattern_type_filter", "operation", "permission_type")
+CREATION_FIELDS = ("resource_type", "resource_pattern_type", "operation", "permission_type")
+
+
+def unparseable(ctx: RequestContext, entries: Iterable[Any], fields: tuple[str, ...]) -> bool:
+    """Whether an ACL request carries UNKNOWN (0) in one of `fields` of an entry; if so, its
+    connection is closed with a log line. Kafka's DescribeAclsRequest, DeleteAclsRequest and
+    CreateAclsRequest refuse that as they are parsed, before anything is looked at, so Kafka's
+    SocketServer closes the connection and nothing is answered or done. (A code Kafka does
+    not know at all parses, and is refused with INVALID_REQUEST later, as here.)"""
+    if not any(getattr(e, f) == _UNKNOWN for e in entries for f in fields):
+        return False
+    ctx.channel.abort(
+        f"invalid {ctx.spec.name} v{ctx.version} request: it contains UNKNOWN elements "
+        f"({', '.join(fields)})"
+    )
+    return True
 
 
 def _code(enum: Any, value: int) -> Any:

@@ -211,3 +211,52 @@ def test_acls_survive_a_restart(tmp_path: Path, identity: Identity) -> None:
             assert event.error().code() == KafkaError.GROUP_AUTHORIZATION_FAILED
         finally:
             consumer.close()
+
+
+def test_acl_requests_with_unknown_elements_close_the_connection_unanswered() -> None:
+    # Kafka's request classes refuse an UNKNOWN (0) type, pattern type, operation or
+    # permission as they parse: no answer, the connection closed, nothing created or deleted
+    # (kafka-go sends 0 for every enum left unset). The super user is ANONYMOUS here.
+    import asyncio
+
+    from kafka.protocol.admin import CreateAclsRequest, DeleteAclsRequest, DescribeAclsRequest
+    from minicoord.clients.connection import ConnectionClosed, ProtocolClient
+
+    creation = CreateAclsRequest.AclCreation
+    good = creation(
+        resource_type=2, resource_name="z", resource_pattern_type=3, principal="User:bob",
+        host="*", operation=3, permission_type=3,
+    )  # fmt: skip
+    no_pattern = creation(
+        resource_type=2, resource_name="z2", resource_pattern_type=0, principal="User:bob",
+        host="*", operation=3, permission_type=3,
+    )  # fmt: skip
+    every = dict(
+        resource_type_filter=1, resource_name_filter=None, pattern_type_filter=1,
+        principal_filter=None, host_filter=None, operation=1, permission_type=1,
+    )  # fmt: skip
+    requests: list[tuple[object, int]] = [
+        (CreateAclsRequest(version=3, creations=[good, no_pattern]), 3),
+        (DescribeAclsRequest(version=3, **(every | {"pattern_type_filter": 0})), 3),
+        (
+            DeleteAclsRequest(
+                version=3,
+                filters=[DeleteAclsRequest.DeleteAclsFilter(**(every | {"operation": 0}))],
+            ),
+            3,
+        ),
+    ]
+
+    async def run(bootstrap: str) -> list[int]:
+        host, port = bootstrap.rsplit(":", 1)
+        for request, version in requests:
+            async with await ProtocolClient.connect(host, int(port)) as client:
+                with pytest.raises(ConnectionClosed):
+                    await asyncio.wait_for(client.request(request, version), 5)
+        async with await ProtocolClient.connect(host, int(port)) as client:
+            described = await client.request(DescribeAclsRequest(version=3, **every), 3)
+            return [len(r.acls) for r in described.resources]
+
+    with running(acls=["allow User:ANONYMOUS All cluster"], super_users=["User:ANONYMOUS"]) as s:
+        # Only the ACL given at start: the good creation beside the bad one was not made.
+        assert asyncio.run(run(s.bootstrap)) == [1]
