@@ -132,6 +132,13 @@ DYNAMIC_BROKER_CONFIGS = {
     if d.synonym is not None
 }
 _BY_SYNONYM = {name: d for d in TOPIC_CONFIGS.values() for name, _ in broker_synonyms(d)}
+
+
+def topic_config_of(name: str) -> ConfigDef | None:
+    """The topic config a broker config is a default of (None if it is none's)."""
+    return _BY_SYNONYM.get(name)
+
+
 # DynamicBrokerConfig.brokerConfigSynonyms for the broker configs minicoord has: each config
 # of a chain (log.retention.ms, .minutes, .hours; log.roll.ms, .hours) to the whole chain.
 SYNONYM_CHAINS = {

@@ -18,6 +18,7 @@ from kafka.protocol.admin import DescribeConfigsResponse
 from minicoord.protocol.apis import SPECS
 from minicoord.protocol.errors import ErrorCode
 from minicoord.server import broker_loggers
+from minicoord.server.broker_config_docs import broker_doc
 from minicoord.server.broker_loggers import BROKER_LOGGER
 from minicoord.server.broker_synonyms import (
     DYNAMIC_BROKER_CONFIGS,
@@ -93,7 +94,7 @@ def handle(ctx: RequestContext, request: Any) -> Any:
         elif r.resource_type == RESOURCE_BROKER:
             node = ctx.broker.config.broker_id
             if not r.resource_name:
-                configs = _broker_entries(ctx.broker, keys, synonyms, per_broker=False)
+                configs = _broker_entries(ctx.broker, keys, synonyms, documentation, False)
             elif (named := node_id(r.resource_name)) is None:
                 # ConfigHelper.resourceNameToBrokerId: Java's Integer.parseInt, so "00" is 0.
                 error = ErrorCode.INVALID_REQUEST
@@ -105,7 +106,7 @@ def handle(ctx: RequestContext, request: Any) -> Any:
                     f"{r.resource_name}"
                 )
             else:
-                configs = _broker_entries(ctx.broker, keys, synonyms, per_broker=True)
+                configs = _broker_entries(ctx.broker, keys, synonyms, documentation, True)
         elif r.resource_type == BROKER_LOGGER:
             node = ctx.broker.config.broker_id
             # ConfigHelper's checks and words for this type.
@@ -178,7 +179,7 @@ def _group_entries(
 
 
 def _broker_entries(
-    broker: Broker, keys: list[str] | None, synonyms: bool, per_broker: bool
+    broker: Broker, keys: list[str] | None, synonyms: bool, documentation: bool, per_broker: bool
 ) -> list[Any]:
     """This broker's configs (`per_broker`), or those set at runtime for every broker (the
     resource named ""), as Kafka's ConfigHelper.createBrokerConfigEntry describes them."""
@@ -216,7 +217,7 @@ def _broker_entries(
                 is_sensitive=sensitive,
                 synonyms=found if synonyms else [],
                 config_type=_broker_type(config, name, sensitive),
-                documentation=None,
+                documentation=broker_doc(name) if documentation else None,
             )
         )
     return out

@@ -285,3 +285,17 @@ async def test_offline_compaction_keeps_tombstones_as_long_as_the_runtime_retent
         assert _altered(await _ask(server, every)) == [(0, None)]
     compact_offline(tmp_path)
     assert _offsets_tombstones(tmp_path) == 0
+
+
+@pytest.mark.asyncio
+async def test_broker_configs_are_documented_when_asked() -> None:
+    # ConfigHelper.createBrokerConfigEntry: the documentation of every config, when asked.
+    with running() as server:
+        asked = describe_configs(BROKER, ["0"])
+        asked.include_documentation = True
+        (documented,) = (await _ask(server, asked)).results
+        docs = {c.name: c.documentation for c in documented.configs}
+        assert docs and all(docs.values()), [n for n, d in docs.items() if not d]
+        assert docs["log.retention.hours"].startswith("The default of every topic's retention.ms")
+        (plain,) = (await _ask(server, describe_configs(BROKER, ["0"]))).results
+        assert {c.documentation for c in plain.configs} == {None}
