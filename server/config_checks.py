@@ -21,6 +21,14 @@ def check(config: Config) -> None:
         "queued_max_requests",
         "socket_request_max_bytes",
         "max_request_partition_size_limit",
+        "offsets_retention_minutes",
+        "offsets_retention_check_interval_ms",
+        "log_retention_check_interval_ms",
+        "producer_id_expiration_ms",
+        "producer_id_expiration_check_interval_ms",
+        "transaction_max_timeout_ms",
+        "transactional_id_expiration_ms",
+        "transaction_abort_timed_out_transaction_cleanup_interval_ms",
     ):
         if getattr(config, name) < 1:
             raise ConfigError(f"{Config.kafka_name(name)} must be at least 1")
@@ -36,21 +44,8 @@ def check(config: Config) -> None:
             raise ConfigError(f"{Config.kafka_name(name)} must be at least 1024")
     if not 0 < config.log_cleaner_min_cleanable_ratio <= 1:
         raise ConfigError("log.cleaner.min.cleanable.ratio must be in (0, 1]")
-    for name in ("offsets_retention_minutes", "offsets_retention_check_interval_ms"):
-        if getattr(config, name) < 1:
-            raise ConfigError(f"{Config.kafka_name(name)} must be at least 1")
     if config.group_initial_rebalance_delay_ms < 0:
         raise ConfigError("group.initial.rebalance.delay.ms must not be negative")
-    for name in (
-        "log_retention_check_interval_ms",
-        "producer_id_expiration_ms",
-        "producer_id_expiration_check_interval_ms",
-        "transaction_max_timeout_ms",
-        "transactional_id_expiration_ms",
-        "transaction_abort_timed_out_transaction_cleanup_interval_ms",
-    ):
-        if getattr(config, name) < 1:
-            raise ConfigError(f"{Config.kafka_name(name)} must be at least 1")
     if config.broker_id < 0:
         # KRaft's requirement (KafkaConfig.validateValues), in its words.
         raise ConfigError(

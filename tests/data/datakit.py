@@ -212,12 +212,19 @@ def incremental_alter(
     )
 
 
-def compact_offline(data_dir: Path) -> None:
-    """`minicoord log compact DIR`, as a user runs it on a stopped server's directory."""
-    compacted = subprocess.run(
-        [sys.executable, "-m", "minicoord.server.cli", "log", "compact", str(data_dir)],
+def offline_log(command: str, data_dir: Path) -> str:
+    """`minicoord log COMMAND DIR`, as a user runs it on a stopped server's directory: its
+    output (it must succeed)."""
+    done = subprocess.run(
+        [sys.executable, "-m", "minicoord.server.cli", "log", command, str(data_dir)],
         capture_output=True,
         text=True,
         timeout=60,
     )
-    assert compacted.returncode == 0, compacted.stderr
+    assert done.returncode == 0, done.stderr
+    return done.stdout
+
+
+def compact_offline(data_dir: Path) -> None:
+    """`minicoord log compact DIR`."""
+    offline_log("compact", data_dir)

@@ -6,13 +6,17 @@ Kafka's ConfigHelper does (set for this broker, for every broker, at start, the 
 
 from __future__ import annotations
 
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
-from datakit import compact_offline, describe_configs, incremental_alter, legacy_alter
+from datakit import (
+    compact_offline,
+    describe_configs,
+    incremental_alter,
+    legacy_alter,
+    offline_log,
+)
 from minicoord.clients.connection import ProtocolClient
 from minicoord.protocol.errors import ErrorCode
 from minicoord.testing.embedded import EmbeddedServer, running
@@ -246,16 +250,9 @@ def test_a_kraft_node_id_names_the_broker_and_stock_admins_see_its_identity() ->
 
 
 def _offsets_tombstones(data_dir: Path) -> int:
-    dump = subprocess.run(
-        [sys.executable, "-m", "minicoord.server.cli", "log", "dump", str(data_dir)],
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
-    assert dump.returncode == 0, dump.stderr
     return sum(
         "<tombstone>" in line
-        for line in dump.stdout.splitlines()
+        for line in offline_log("dump", data_dir).splitlines()
         if line.startswith("topic=__consumer_offsets ")
     )
 
