@@ -186,8 +186,11 @@ def _broker_entries(
     config = broker.config
     dynamic = broker.topics.dynamic
     if per_broker:
+        # Every config minicoord has, and every topic default Kafka's broker has, which can
+        # be set at runtime here though minicoord has no config of its own for it
+        # (unclean.leader.election.enable, log.index.interval.bytes, ...).
         known = config.known_names()
-        names = known + sorted({n for own in dynamic.values() for n in own} - set(known))
+        names = known + sorted(set(DYNAMIC_BROKER_CONFIGS) - set(known))
     else:
         # Kafka leaves out the values set for one broker alone (DYNAMIC_BROKER_CONFIG).
         dynamic = {"": dynamic.get("", {})}
@@ -300,6 +303,8 @@ def _broker_type(config: Config, name: str, sensitive: bool) -> ConfigType:
         return ConfigType.LIST
     if name in _SHORT_CONFIGS:
         return ConfigType.SHORT
+    if name not in config.known_names():
+        return DYNAMIC_BROKER_CONFIGS[name].type  # a topic default minicoord has no field for
     value = getattr(config, name.replace(".", "_"))
     # The configs whose Kafka default is null are LONGs (log.retention.ms, log.roll.ms...).
     return ConfigType.LONG if value is None else _type_of(value)

@@ -296,3 +296,17 @@ async def test_broker_configs_are_documented_when_asked() -> None:
         assert docs["log.retention.hours"].startswith("The default of every topic's retention.ms")
         (plain,) = (await _ask(server, describe_configs(BROKER, ["0"]))).results
         assert {c.documentation for c in plain.configs} == {None}
+
+
+@pytest.mark.asyncio
+async def test_every_topic_default_kafka_has_is_listed_and_settable() -> None:
+    # Kafka lists every broker config: the topic defaults minicoord has no field for too,
+    # with their defaults, each settable at runtime here as there.
+    with running() as server:
+        listed = _described(await _ask(server, describe_configs(BROKER, ["0"], None, True)))
+        assert listed["unclean.leader.election.enable"][:3] == ("false", DEFAULT, False)
+        assert listed["log.flush.interval.ms"][:3] == (None, DEFAULT, False)  # null by default
+        change = incremental_alter(BROKER, ("0", [("log.index.interval.bytes", SET, "8192")]))
+        assert _altered(await _ask(server, change)) == [(0, None)]
+        listed = _described(await _ask(server, describe_configs(BROKER, ["0"])))
+        assert listed["log.index.interval.bytes"][:3] == ("8192", DYN_BROKER, False)
