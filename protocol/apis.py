@@ -97,6 +97,7 @@ SOURCES: dict[int, tuple[str, str]] = {
     32: ("DescribeConfigs", "kafka.protocol.admin"),
     33: ("AlterConfigs", "kafka.protocol.admin"),
     35: ("DescribeLogDirs", "kafka.protocol.admin"),
+    34: ("AlterReplicaLogDirs", "kafka.protocol.admin"),
     57: ("UpdateFeatures", "kafka.protocol.admin"),
     44: ("IncrementalAlterConfigs", "kafka.protocol.admin"),
     68: ("ConsumerGroupHeartbeat", "minicoord.protocol.consumer_group_apis"),

@@ -75,7 +75,7 @@ def handle(ctx: RequestContext, request: Any) -> Any:
         total, usable = usage.total, usage.free
     result = Result(
         error_code=ErrorCode.NONE,
-        log_dir=IN_MEMORY if data_dir is None else str(data_dir.resolve()),
+        log_dir=log_dir_path(broker),
         topics=topics,
         total_bytes=total,
         usable_bytes=usable,
@@ -96,6 +96,12 @@ def _size(broker: Broker, topic: str, index: int) -> int:
         return 0
     directory = log_dir(data_dir, topic, index)
     return sum(_file_size(f) for f in directory.glob("*.log")) if directory.is_dir() else 0
+
+
+def log_dir_path(broker: Broker) -> str:
+    """The one log directory, as DescribeLogDirs names it."""
+    data_dir = broker.logs.data_dir
+    return IN_MEMORY if data_dir is None else str(data_dir.resolve())
 
 
 def _file_size(path: Path) -> int:

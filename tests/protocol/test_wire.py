@@ -18,6 +18,7 @@ from kafka.protocol.admin import (
     AlterClientQuotasRequest,
     AlterConfigsRequest,
     AlterPartitionReassignmentsRequest,
+    AlterReplicaLogDirsRequest,
     CreateAclsRequest,
     CreatePartitionsRequest,
     CreateTopicsRequest,
@@ -655,6 +656,25 @@ def _sample(key: int, version: int, topic_id: uuid.UUID) -> tuple[Any, Any]:
         )
         req = DescribeClientQuotasRequest(version=version, components=[component], strict=False)
         return req, lambda r: r.error_code == 0 and r.entries == []
+    if key == 34:
+        # Into a directory this node does not have: LOG_DIR_NOT_FOUND, as Kafka answers.
+        move = AlterReplicaLogDirsRequest.AlterReplicaLogDir(
+            path="/nowhere",
+            topics=[AlterReplicaLogDirsRequest.AlterReplicaLogDir.AlterReplicaLogDirTopic(
+                name=TOPIC, partitions=[0]
+            )],
+        )  # fmt: skip
+        req = AlterReplicaLogDirsRequest(version=version, dirs=[move])
+        return (
+            req,
+            lambda r: (
+                [
+                    (t.topic_name, [(p.partition_index, p.error_code) for p in t.partitions])
+                    for t in r.results
+                ]
+                == [(TOPIC, [(0, ErrorCode.LOG_DIR_NOT_FOUND)])]
+            ),
+        )
     if key == 57:
         # group.version at the level it is finalized at: accepted, nothing changes.
         update = UpdateFeaturesRequest.FeatureUpdateKey(
@@ -847,10 +867,10 @@ async def test_unknown_api_key_closes_with_a_log_line(
     # An INFO line of the request log, limited per client: a retry loop cannot flood the log.
     with caplog.at_level(logging.INFO, "minicoord.requests"), pytest.raises(ConnectionClosed):
         await asyncio.wait_for(
-            raw_client.request_raw(struct.pack(">hhih", 34, 0, 1, 3) + b"raw", 1), 5
+            raw_client.request_raw(struct.pack(">hhih", 64, 0, 1, 3) + b"raw", 1), 5
         )
-    assert "refused AlterReplicaLogDirs v0" in caplog.text and "client_id=raw" in caplog.text
-    assert "API key 34 is not one minicoord serves" in caplog.text
+    assert "refused UnregisterBroker v0" in caplog.text and "client_id=raw" in caplog.text
+    assert "API key 64 is not one minicoord serves" in caplog.text
 
 
 async def test_oversized_frame_closes_before_its_body(inproc_server: Server) -> None:
