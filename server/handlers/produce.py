@@ -192,7 +192,7 @@ def _sent_message(o: AppendOutcome) -> str | None:
     """The message Kafka answers with: only where its ReplicaManager marks one custom, for a
     batch refused for its records' errors (RecordValidationException) and a transactional
     batch for a partition its transaction does not hold. For every other error the client
-    shows the error's own text (the detail is in this server's log, see handle)."""
+    shows the error's own text (the detail goes to this server's log, from _handle)."""
     return o.message if o.record_errors or o.error is ErrorCode.INVALID_TXN_STATE else None
 
 
