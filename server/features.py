@@ -12,7 +12,8 @@ and ConsumerGroupDescribe answer UNSUPPORTED_VERSION, as Kafka's do), at 1 on ag
 change is a FeatureLevelRecord in the cluster metadata log, so it outlives a restart. The
 metadata version stays at its top: moving it to a level it supports is accepted and changes
 nothing, a downgrade is refused as Kafka refuses one that might lose metadata. The features'
-epoch is the metadata offset of the last change (0 before any), as Kafka's is an offset.
+epoch is the metadata log's end offset after the last change (0 before any), as Kafka's is
+an offset.
 """
 
 from __future__ import annotations
@@ -104,7 +105,9 @@ class Features:
             self.levels[record.name] = record.feature_level
         else:
             self.levels.pop(record.name, None)
-        self.epoch = max(self.epoch, offset)
+        # The log's end just after it: above the initial levels' 0 even for a change written
+        # first, so a client comparing epochs sees each change (Kafka's is an offset too).
+        self.epoch = max(self.epoch, offset + 1)
 
     def snapshot(self) -> list[bytes]:
         """The records that bring a new cluster's levels to these (metadata_snapshot.py)."""

@@ -66,6 +66,7 @@ def test_group_version_turns_the_consumer_protocol_off_and_on(tmp_path: Path) ->
             assert admin.update_features(down) == {"group.version": "OK"}
             # Level 0: no longer finalized, and the consumer protocol is off, as on Kafka.
             assert _group_version(admin) is None
+            # A new epoch, so clients that compare epochs take the change.
             assert admin.describe_features()["metadata.version"]["finalized_epoch"] > 0
             assert _heartbeat_error(server) == ErrorCode.UNSUPPORTED_VERSION
         finally:
@@ -122,5 +123,18 @@ def test_refusals_are_kafkas_and_change_nothing(updates: dict[str, Any], reason:
                 admin.update_features(updates)
             assert FAILED + reason in str(refused.value)
             assert _group_version(admin) == (1, 1)
+        finally:
+            admin.close()
+
+
+def test_the_first_change_of_a_fresh_server_moves_the_epoch() -> None:
+    # The epoch is what clients compare to take new levels: the change written first of all
+    # (at metadata offset 0) must move it above the initial levels' 0 too.
+    with running() as server:
+        admin = KafkaAdminClient(bootstrap_servers=server.bootstrap)
+        try:
+            assert admin.describe_features()["group.version"]["finalized_epoch"] == 0
+            admin.update_features({"group.version": ("SAFE_DOWNGRADE", 0)})
+            assert admin.describe_features()["metadata.version"]["finalized_epoch"] == 1
         finally:
             admin.close()
