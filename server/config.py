@@ -8,6 +8,7 @@ Defaults are Kafka's, except where a comment says why not.
 from __future__ import annotations
 
 import dataclasses
+import functools
 from collections.abc import Iterable
 from typing import Any
 
@@ -184,7 +185,9 @@ class Config:
         return field_name.replace("_", ".")
 
     @classmethod
+    @functools.cache
     def _kafka_fields(cls) -> dict[str, dataclasses.Field[Any]]:
+        # Made once: every describe and every topic-default rebuild looks names up here.
         fields = {
             cls.kafka_name(f.name): f
             for f in dataclasses.fields(cls)

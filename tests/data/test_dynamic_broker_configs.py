@@ -50,6 +50,16 @@ def _described(answer: Any) -> dict[str, tuple[Any, ...]]:
     }
 
 
+# log.retention.ms set for this broker and for every broker, the minutes at start: each layer
+# as Kafka's ConfigHelper lists it, for a topic's retention.ms and for the broker's own.
+RETENTION_LAYERS = [
+    ("log.retention.ms", "2000", DYN_BROKER),
+    ("log.retention.ms", "1000", DYN_DEFAULT),
+    ("log.retention.minutes", "30", STATIC),
+    ("log.retention.hours", "168", DEFAULT),
+]
+
+
 @pytest.mark.asyncio
 async def test_topic_defaults_set_at_runtime_reach_every_topic_without_its_own() -> None:
     with running({"log.retention.minutes": "30"}, topics=[("plain", 1), ("own", 1)]) as server:
@@ -68,12 +78,7 @@ async def test_topic_defaults_set_at_runtime_reach_every_topic_without_its_own()
             "2000",
             DYN_BROKER,
             False,
-            [
-                ("log.retention.ms", "2000", DYN_BROKER),
-                ("log.retention.ms", "1000", DYN_DEFAULT),
-                ("log.retention.minutes", "30", STATIC),
-                ("log.retention.hours", "168", DEFAULT),
-            ],
+            RETENTION_LAYERS,
         )
         assert plain["segment.ms"][:2] == ("3000", DYN_DEFAULT)
         mine = _described(await _ask(server, describe_configs(TOPIC, ["own"], keys, True)))
@@ -92,12 +97,7 @@ async def test_topic_defaults_set_at_runtime_reach_every_topic_without_its_own()
             "2000",
             DYN_BROKER,
             False,
-            [
-                ("log.retention.ms", "2000", DYN_BROKER),
-                ("log.retention.ms", "1000", DYN_DEFAULT),
-                ("log.retention.minutes", "30", STATIC),
-                ("log.retention.hours", "168", DEFAULT),
-            ],
+            RETENTION_LAYERS,
         )
         assert broker["log.retention.minutes"][:3] == ("30", STATIC, True)  # not dynamic
         # The cluster default resource describes what was set for every broker, and no more.
