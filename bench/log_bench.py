@@ -4,10 +4,14 @@
   log.flush.policy, driven by raw protocol clients in separate processes (many requests in
   flight, so group commit batches them);
 - recovery: time to verify and replay one partition log of N records (default 1,000,000);
+- requests while loading: a server started on that log answers ApiVersions round trips on
+  one connection, back to back with a 10 ms pause, while the partition loads in its storage
+  thread, and after (the round trip's median, 99th percentile and worst, in ms);
 - compaction: cleaner throughput on that log, and the worst event-loop stall it causes while
   the loop keeps a 1 ms ticker running.
 
 Run: python -m minicoord.bench.log_bench [--records 1000000] [--seconds 5]
+     [--policies write ...] [--measures recovery loading compaction]
 """
 
 from __future__ import annotations
@@ -16,14 +20,19 @@ import argparse
 import asyncio
 import json
 import os
+import socket
+import statistics
+import struct
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from minicoord.bench.pump import SPAWN, gather
 from minicoord.protocol.records import Record, offset_commit_key, offset_commit_value
 from minicoord.server.process import start_server_process
+from minicoord.server.storage_thread import StorageThread
 
 TOPIC = "bench"
 PARTITIONS = 16
@@ -166,6 +175,57 @@ def recovery(records: int, keys: int) -> dict[str, Any]:
     }
 
 
+def _round_trips(port: int, until: Callable[[], bool], bound_s: float) -> list[float]:
+    """ApiVersions v0 round trips in ms, 10 ms apart, until `until()` or `bound_s`."""
+    body = struct.pack(">hhih", 18, 0, 1, 5) + b"bench"
+    frame = struct.pack(">i", len(body)) + body
+    times = []
+    with socket.create_connection(("127.0.0.1", port), timeout=30) as sock:
+        reader = sock.makefile("rb")
+        deadline = time.monotonic() + bound_s
+        while not until() and time.monotonic() < deadline:
+            started = time.perf_counter()
+            sock.sendall(frame)
+            (size,) = struct.unpack(">i", reader.read(4))
+            reader.read(size)
+            times.append((time.perf_counter() - started) * 1000)
+            time.sleep(0.01)
+    return times
+
+
+def _latency(times: list[float]) -> dict[str, Any]:
+    ordered = sorted(times)
+    return {
+        "round_trips": len(ordered),
+        "median_ms": round(statistics.median(ordered), 2) if ordered else None,
+        "p99_ms": round(ordered[int(len(ordered) * 0.99)], 2) if ordered else None,
+        "worst_ms": round(ordered[-1], 2) if ordered else None,
+    }
+
+
+def requests_while_loading(records: int, keys: int) -> dict[str, Any]:
+    with tempfile.TemporaryDirectory() as tmp:
+        write_log(Path(tmp) / "__consumer_offsets-0", records, keys)
+        server = start_server_process(data_dir=tmp)
+        try:
+
+            def loaded() -> bool:
+                return "loaded offsets partition 0:" in server.log
+
+            during = _round_trips(server.port, loaded, 600)
+            after = _round_trips(server.port, lambda: False, 2)
+            line = next(x for x in server.stderr_lines if "loaded offsets partition 0:" in x)
+        finally:
+            server.stop()
+    return {
+        "measure": "ApiVersions round trips while one partition loads, and after",
+        "records": records,
+        "load": line.rsplit(" in ", 1)[1].strip(),
+        "while_loading": _latency(during),
+        "after": _latency(after),
+    }
+
+
 async def _compaction_with_stall_probe(records: int, keys: int) -> dict[str, Any]:
     from minicoord.storage.cleaner import clean
     from minicoord.storage.partition_log import PartitionLog
@@ -188,9 +248,12 @@ async def _compaction_with_stall_probe(records: int, keys: int) -> dict[str, Any
 
         probe = asyncio.get_running_loop().create_task(ticker())
         started = time.perf_counter()
-        result = await asyncio.get_running_loop().run_in_executor(
-            None, clean, plog, int(time.time() * 1000), 86_400_000
-        )
+        # The server's own thread, sharing the interpreter's lock as the server's does.
+        storage = StorageThread()
+        try:
+            result = await storage.run(clean, plog, int(time.time() * 1000), 86_400_000)
+        finally:
+            storage.shutdown()
         elapsed = time.perf_counter() - started
         done = True
         await probe
@@ -207,6 +270,9 @@ async def _compaction_with_stall_probe(records: int, keys: int) -> dict[str, Any
     }
 
 
+MEASURES = ("recovery", "loading", "compaction")
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--records", type=int, default=1_000_000)
@@ -214,16 +280,27 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--seconds", type=float, default=5.0)
     parser.add_argument("--workers", type=int, default=2, help="client processes")
     parser.add_argument("--clients", type=int, default=50, help="connections per process")
-    parser.add_argument("--policies", nargs="+", default=["write", "fsync", "none"])
+    parser.add_argument("--policies", nargs="*", default=["write", "fsync", "none"])
+    parser.add_argument(
+        "--measures",
+        nargs="+",
+        choices=MEASURES,
+        default=list(MEASURES),
+        help="which of the measures after the commit rates to run (default: all)",
+    )
     args = parser.parse_args(argv)
     results = [
         commits_per_second(policy, args.seconds, args.workers, args.clients)
         for policy in args.policies
     ]
-    results.append(recovery(args.records, args.keys))
-    import uvloop
+    if "recovery" in args.measures:
+        results.append(recovery(args.records, args.keys))
+    if "loading" in args.measures:
+        results.append(requests_while_loading(args.records, args.keys))
+    if "compaction" in args.measures:
+        import uvloop
 
-    results.append(uvloop.run(_compaction_with_stall_probe(args.records, args.keys)))
+        results.append(uvloop.run(_compaction_with_stall_probe(args.records, args.keys)))
     for r in results:
         print(json.dumps(r))
 

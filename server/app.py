@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import concurrent.futures
 import contextlib
 import logging
 import signal
@@ -19,6 +18,7 @@ from minicoord.server.broker import Broker, halt
 from minicoord.server.config import Config
 from minicoord.server.connection import KafkaConnection
 from minicoord.server.loading import load_logs, plan_loading
+from minicoord.server.storage_thread import StorageThread
 from minicoord.server.topics import Topic, initial_topic_error
 from minicoord.storage.log import FlushPolicy, LogManager
 
@@ -127,7 +127,7 @@ class Server(BackgroundWork):
         self._sockets = sockets
         self._tasks: list[asyncio.Task[None]] = []
         # Loading and cleaning read and write files in this thread, off the event loop.
-        self._pool = concurrent.futures.ThreadPoolExecutor(1, "minicoord-storage")
+        self._storage = StorageThread()
         self.loaded = asyncio.Event()
 
     @property
@@ -299,7 +299,7 @@ class Server(BackgroundWork):
     async def _load(
         self, offsets_partitions: list[int], topic_partitions: list[tuple[Topic, int]]
     ) -> None:
-        await load_logs(self.broker, offsets_partitions, topic_partitions, self._pool)
+        await load_logs(self.broker, offsets_partitions, topic_partitions, self._storage)
         self.loaded.set()
 
     async def stop(self, grace_s: float = 5.0) -> None:
@@ -340,7 +340,7 @@ class Server(BackgroundWork):
         self._tasks = []
         # A cleaning or loading step in its thread cannot be interrupted: let it finish
         # before the store closes under it.
-        self._pool.shutdown(wait=True)
+        self._storage.shutdown()
         self.broker.close()
         request_log.forget(self.broker)
         from minicoord.server import log_levels

@@ -8,7 +8,6 @@ and stopping stay there.
 from __future__ import annotations
 
 import asyncio
-import concurrent.futures
 import logging
 import math
 from typing import TYPE_CHECKING
@@ -20,6 +19,7 @@ from minicoord.storage.log import LogManager
 
 if TYPE_CHECKING:
     from minicoord.server.metrics import Metrics
+    from minicoord.server.storage_thread import StorageThread
     from minicoord.storage.cleaner import CleanResult
 
 log = logging.getLogger("minicoord.server")
@@ -35,7 +35,7 @@ class BackgroundWork:
     logs: LogManager
     metrics: Metrics | None
     loaded: asyncio.Event
-    _pool: concurrent.futures.ThreadPoolExecutor
+    _storage: StorageThread
 
     async def compact(self) -> list[CleanResult]:
         """Clean every compacted log whose closed segments are dirty enough (one at a time).
@@ -44,7 +44,6 @@ class BackgroundWork:
         min.cleanable.dirty.ratio, delete.retention.ms and min/max.compaction.lag.ms.
         """
         await self.loaded.wait()
-        loop = asyncio.get_running_loop()
         broker = self.broker
         results = []
         for state in list(broker.data.partitions.values()):
@@ -75,8 +74,8 @@ class BackgroundWork:
             prepared = None
             plog.cleaning = True
             try:
-                prepared = await loop.run_in_executor(
-                    self._pool, prepare, plog, now, retention, cleanable, aborted
+                prepared = await self._storage.run(
+                    prepare, plog, now, retention, cleanable, aborted
                 )
                 if prepared is None:
                     continue

@@ -15,11 +15,10 @@ KAFKA_STORAGE_ERROR for a topic partition) and the rest carry on.
 
 from __future__ import annotations
 
-import asyncio
-import concurrent.futures
 import logging
 import time
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 from minicoord.protocol.errors import ErrorCode
 from minicoord.server.broker import Broker
@@ -32,6 +31,9 @@ from minicoord.storage.log import LogManager, StoreError
 from minicoord.storage.log_loader import CorruptLog
 from minicoord.storage.partition_log import PartitionLog
 from minicoord.storage.txn_index import PartitionTxns
+
+if TYPE_CHECKING:
+    from minicoord.server.storage_thread import StorageThread
 
 log = logging.getLogger("minicoord.loading")
 
@@ -157,17 +159,16 @@ async def load_logs(
     broker: Broker,
     offsets_partitions: list[int],
     topic_partitions: list[tuple[Topic, int]],
-    pool: concurrent.futures.Executor,
+    storage: StorageThread,
 ) -> None:
-    loop = asyncio.get_running_loop()
     logs = broker.logs
     segment_bytes = broker.config.offsets_topic_segment_bytes
     for partition in offsets_partitions:
         started = time.perf_counter()
         opened: PartitionLog | None = None
         try:
-            opened, replay, producers, txns = await loop.run_in_executor(
-                pool, read_offsets_partition, logs, partition, segment_bytes
+            opened, replay, producers, txns = await storage.run(
+                read_offsets_partition, logs, partition, segment_bytes
             )
             loaded = broker.coordinator.finish_loading(replay, broker.now())
         except Exception as exc:
@@ -196,7 +197,7 @@ async def load_logs(
             (time.perf_counter() - started) * 1000,
         )
     for topic, index in topic_partitions:
-        await _load_topic_partition(broker, topic, index, pool)
+        await _load_topic_partition(broker, topic, index, storage)
         gate = broker.data.produce_gate
         if gate is not None:  # the Produce requests that waited for it can go on
             gate.loaded((topic.name, index))
@@ -210,16 +211,15 @@ async def load_logs(
 
 
 async def _load_topic_partition(
-    broker: Broker, topic: Topic, index: int, pool: concurrent.futures.Executor
+    broker: Broker, topic: Topic, index: int, storage: StorageThread
 ) -> None:
-    loop = asyncio.get_running_loop()
     logs = broker.logs
     if broker.topics.get(topic.name) is not topic:
         return  # deleted while loading
     started = time.perf_counter()
     try:
-        plog, producers, txns = await loop.run_in_executor(
-            pool, open_topic_partition, logs, topic, index, broker.data.segment_bytes(topic)
+        plog, producers, txns = await storage.run(
+            open_topic_partition, logs, topic, index, broker.data.segment_bytes(topic)
         )
     except Exception as exc:
         # One partition that cannot be read is not served; the rest load and serve.

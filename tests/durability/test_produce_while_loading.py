@@ -78,8 +78,9 @@ async def held_restart(data_dir: Path) -> AsyncIterator[tuple[Server, HeldPool]]
     """The server on `data_dir` again, its storage thread held until the pool's `release`."""
     restarted = Server(Config(), "127.0.0.1", 0, data_dir=data_dir)
     pool = HeldPool()
-    restarted._pool.shutdown()
-    restarted._pool = pool
+    storage = restarted._storage
+    storage._pool.shutdown()
+    storage._pool = pool
     async with restarted:
         try:
             yield restarted, pool
