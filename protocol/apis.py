@@ -112,6 +112,10 @@ SOURCES: dict[int, tuple[str, str]] = {
     48: ("DescribeClientQuotas", "kafka.protocol.admin"),
     49: ("AlterClientQuotas", "kafka.protocol.admin"),
     74: ("ListConfigResources", "kafka.protocol.admin"),
+    38: ("CreateDelegationToken", "minicoord.protocol.delegation_token_apis"),
+    39: ("RenewDelegationToken", "minicoord.protocol.delegation_token_apis"),
+    40: ("ExpireDelegationToken", "minicoord.protocol.delegation_token_apis"),
+    41: ("DescribeDelegationToken", "minicoord.protocol.delegation_token_apis"),
 }
 
 

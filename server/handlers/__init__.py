@@ -71,6 +71,10 @@ APIS: dict[int, tuple[str, int, int]] = {
     36: ("sasl_authenticate", 0, 2),
     50: ("describe_user_scram_credentials", 0, 0),
     51: ("alter_user_scram_credentials", 0, 0),
+    38: ("create_delegation_token", 1, 3),
+    39: ("renew_delegation_token", 1, 2),
+    40: ("expire_delegation_token", 1, 2),
+    41: ("describe_delegation_token", 1, 3),
     48: ("describe_client_quotas", 0, 1),
     49: ("alter_client_quotas", 0, 1),
 }

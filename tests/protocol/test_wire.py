@@ -626,6 +626,8 @@ def _sample(key: int, version: int, topic_id: uuid.UUID) -> tuple[Any, Any]:
         return req, lambda r: [x.error_code for x in r.filter_results] == [disabled]
     if key in (17, 36, 50, 51):
         return _security_sample(key, version)
+    if key in (38, 39, 40, 41):
+        return _delegation_token_sample(key, version)
     if key == 49:
         # Each version sets its own user's quota; 48 reads none back.
         entry = AlterClientQuotasRequest.EntryData
@@ -716,6 +718,37 @@ def _security_sample(key: int, version: int) -> tuple[Any, Any]:
     )
     req = AlterUserScramCredentialsRequest(version=version, deletions=[], upsertions=[upsert])
     return req, lambda r: [(x.user, x.error_code) for x in r.results] == [("wire-user", 0)]
+
+
+def _delegation_token_sample(key: int, version: int) -> tuple[Any, Any]:
+    """On a PLAINTEXT listener Kafka refuses every token request before anything else, with
+    -1 for the timestamps (its DelegationTokenManager.ErrorTimestamp)."""
+    from minicoord.protocol import delegation_token_apis as apis
+
+    not_allowed = ErrorCode.DELEGATION_TOKEN_REQUEST_NOT_ALLOWED
+    if key == 38:
+        fields = (
+            {"owner_principal_type": None, "owner_principal_name": None} if version >= 3 else {}
+        )
+        req: Any = apis.CreateDelegationTokenRequest(
+            version=version, renewers=[], max_lifetime_ms=-1, **fields
+        )
+        return (
+            req,
+            lambda r: (
+                (r.error_code, r.principal_type, r.principal_name, r.token_id, r.hmac)
+                == (not_allowed, "User", "ANONYMOUS", "", b"")
+                and (r.issue_timestamp_ms, r.expiry_timestamp_ms, r.max_timestamp_ms)
+                == (-1, -1, -1)
+            ),
+        )
+    if key in (39, 40):
+        period = {"renew_period_ms": 1000} if key == 39 else {"expiry_time_period_ms": -1}
+        cls = apis.RenewDelegationTokenRequest if key == 39 else apis.ExpireDelegationTokenRequest
+        req = cls(version=version, hmac=b"not-a-token", **period)
+        return req, lambda r: (r.error_code, r.expiry_timestamp_ms) == (not_allowed, -1)
+    req = apis.DescribeDelegationTokenRequest(version=version, owners=None)
+    return req, lambda r: (r.error_code, r.tokens) == (not_allowed, [])
 
 
 CASES = [

@@ -79,6 +79,11 @@ EXPECTED: dict[int, ErrorCode | None] = {
     51: CLUSTER_DENIED,  # ... and Alter to change them
     48: CLUSTER_DENIED,  # client quotas: DescribeConfigs on the cluster
     49: CLUSTER_DENIED,  # ... and AlterConfigs to change them
+    # Delegation tokens: refused on a PLAINTEXT listener before any authorization.
+    38: ErrorCode.DELEGATION_TOKEN_REQUEST_NOT_ALLOWED,
+    39: ErrorCode.DELEGATION_TOKEN_REQUEST_NOT_ALLOWED,
+    40: ErrorCode.DELEGATION_TOKEN_REQUEST_NOT_ALLOWED,
+    41: ErrorCode.DELEGATION_TOKEN_REQUEST_NOT_ALLOWED,
     # The SASL APIs are not authorized; on this PLAINTEXT listener they answer as without ACLs.
     17: ErrorCode.ILLEGAL_SASL_STATE,
     36: ErrorCode.ILLEGAL_SASL_STATE,
