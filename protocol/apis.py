@@ -116,6 +116,7 @@ SOURCES: dict[int, tuple[str, str]] = {
     39: ("RenewDelegationToken", "minicoord.protocol.delegation_token_apis"),
     40: ("ExpireDelegationToken", "minicoord.protocol.delegation_token_apis"),
     41: ("DescribeDelegationToken", "minicoord.protocol.delegation_token_apis"),
+    64: ("UnregisterBroker", "minicoord.protocol.unregister_broker_apis"),
 }
 
 

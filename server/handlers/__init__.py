@@ -46,6 +46,7 @@ APIS: dict[int, tuple[str, int, int]] = {
     55: ("describe_quorum", 0, 2),
     35: ("describe_log_dirs", 1, 4),
     34: ("alter_replica_log_dirs", 1, 2),
+    64: ("unregister_broker", 0, 0),
     57: ("update_features", 0, 2),
     32: ("describe_configs", 1, 4),
     33: ("alter_configs", 0, 2),

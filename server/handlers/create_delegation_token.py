@@ -12,7 +12,7 @@ from typing import Any
 
 from minicoord.protocol.apis import SPECS
 from minicoord.protocol.errors import ErrorCode
-from minicoord.server.handlers.base import Handler, RequestContext
+from minicoord.server.handlers.base import ANONYMOUS, Handler, RequestContext
 from minicoord.server.security import authorize
 from minicoord.server.security.acls import Operation, ResourceType
 from minicoord.server.security.delegation_tokens import (
@@ -30,7 +30,12 @@ def handle(ctx: RequestContext, request: Any) -> Any:
     named = ctx.version >= 3 and request.owner_principal_name
     owner = (request.owner_principal_type, request.owner_principal_name) if named else requester
     timestamp = ERROR_TIMESTAMP
-    if not requests_allowed(ctx.channel):
+    if owner[0] is None:
+        # An owner named without a type: Kafka's KafkaPrincipal refuses the null, and its
+        # error answer names ANONYMOUS for both principals.
+        error = ErrorCode.UNKNOWN_SERVER_ERROR
+        owner = requester = split_principal(ANONYMOUS)
+    elif not requests_allowed(ctx.channel):
         error = ErrorCode.DELEGATION_TOKEN_REQUEST_NOT_ALLOWED
     elif owner != requester and not authorize.allowed(
         ctx, Operation.CREATE_TOKENS, ResourceType.USER, f"{owner[0]}:{owner[1]}"

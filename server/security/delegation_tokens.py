@@ -7,8 +7,8 @@ KafkaApis first refuses a token request on a channel that cannot carry one
 with a token) with DELEGATION_TOKEN_REQUEST_NOT_ALLOWED. A CreateDelegationToken for another
 owner then needs CreateTokens on that user, and renewers must be users; what is left reaches
 the controller, which answers DELEGATION_TOKEN_AUTH_DISABLED. The checks and their order are
-those of KafkaApis and ControllerApis as read in apache/kafka's source of late 2024 (the broker
-checks before it forwards). DescribeDelegationToken is the broker's own: not allowed, else
+those of Kafka 4's KafkaApis (the broker checks before it forwards) and the controller's
+DelegationTokenControlManager. DescribeDelegationToken is the broker's own: not allowed, else
 disabled.
 """
 

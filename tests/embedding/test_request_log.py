@@ -137,9 +137,9 @@ async def test_nothing_is_logged_or_timed_per_request_while_debug_is_off(
 
 
 async def _unserved(port: int, client_id: str) -> None:
-    """UnregisterBroker (key 64), which minicoord does not serve: the connection is closed."""
+    """AddRaftVoter (key 80), which minicoord does not serve: the connection is closed."""
     client = await ProtocolClient.connect("127.0.0.1", port, client_id)
-    header = struct.pack(">hhih", 64, 0, 1, len(client_id)) + client_id.encode()
+    header = struct.pack(">hhih", 80, 0, 1, len(client_id)) + client_id.encode()
     with pytest.raises(ConnectionClosed):
         await asyncio.wait_for(client.request_raw(header, 1), 5)
     await client.close()
@@ -167,8 +167,8 @@ async def test_refusals_are_logged_once_per_client_and_reason_in_a_burst(
                 assert answer.error_code == 112  # UNSUPPORTED_ASSIGNOR
         refusals: list[Any] = [r for r in caplog.records if r.name == REQUESTS]
         assert [(r.levelno, r.client_id, r.api) for r in refusals] == [
-            (logging.INFO, "looper", "UnregisterBroker"),
-            (logging.INFO, "other", "UnregisterBroker"),
+            (logging.INFO, "looper", "AddRaftVoter"),
+            (logging.INFO, "other", "AddRaftVoter"),
             (logging.INFO, "looper", "Heartbeat"),
             (logging.INFO, "looper", "ConsumerGroupHeartbeat"),
         ], caplog.text
@@ -179,7 +179,7 @@ async def test_refusals_are_logged_once_per_client_and_reason_in_a_burst(
             "UNSUPPORTED_ASSIGNOR (ServerAssignor no-such-assignor is not supported. "
             "Supported assignors: uniform, range.)"
         )
-        assert "API key 64 is not one minicoord serves" in refusals[0].getMessage()
+        assert "API key 80 is not one minicoord serves" in refusals[0].getMessage()
         assert "connection closed" in refusals[0].getMessage()
         assert refusals[2].getMessage().startswith("refused Heartbeat v9 from 127.0.0.1:")
         assert "UNSUPPORTED_VERSION (minicoord serves v0-4; connection closed)" in (
@@ -311,7 +311,7 @@ def test_json_log_lines_parse() -> None:
     assert request["client_id"] == "json-client" and request["api_version"] == 3
     assert request["error"] == "NONE" and request["ms"] >= 0
     (refused,) = [r for r in records if r.get("event") == "refused"]
-    assert refused["level"] == "INFO" and refused["api"] == "UnregisterBroker"
+    assert refused["level"] == "INFO" and refused["api"] == "AddRaftVoter"
     assert refused["client_id"] == "json-client"
     assert any(
         r["logger"] == "minicoord.server" and r["message"] == "shutting down" for r in records

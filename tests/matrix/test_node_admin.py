@@ -2,7 +2,7 @@
 kafkajs' `alterConfigs` has only AlterConfigs (API 33), not IncrementalAlterConfigs;
 @platformatic/kafka's `describeLogDirs` is DescribeLogDirs (API 35), and its
 `alterClientQuotas` and `describeClientQuotas` are AlterClientQuotas and DescribeClientQuotas
-(APIs 49 and 48)."""
+(APIs 49 and 48); its `unregisterBrokerV0` is UnregisterBroker (API 64)."""
 
 from __future__ import annotations
 
@@ -94,3 +94,21 @@ def test_platformatic_sets_describes_and_removes_client_quotas(server: Any, grou
     assert steps["bad key"]["error"] == [42, "Invalid configuration key producer_byte_rate"]
     assert [e["errorCode"] for e in steps["ip"]["entries"]] == [0]
     assert steps["bad filter"]["error"][0] == 42
+
+
+def test_platformatic_unregisters_only_this_node(server: Any) -> None:
+    # This node's id (0) is NONE and changes nothing; another id was never registered.
+    args = ["node", str(NODE_DIR / "unregister_broker.mjs"), server.bootstrap, "7", "0", "-1"]
+    done = subprocess.run(args, capture_output=True, text=True, timeout=RUN_TIMEOUT_S, cwd=NODE_DIR)
+    assert done.returncode == 0, f"{done.stdout}\n{done.stderr}"
+    answers = json.loads(done.stdout)
+    not_registered = (102, None)  # BROKER_ID_NOT_REGISTERED, with no message, as Kafka
+    assert [(a["errorCode"], a["errorMessage"]) for a in answers] == [
+        not_registered,
+        (0, None),
+        not_registered,
+    ]
+    # Still served: an admin client finds the node (Metadata) and its log directory.
+    args = ["node", str(NODE_DIR / "log_dirs.mjs"), server.bootstrap, TOPIC, "[0]"]
+    done = subprocess.run(args, capture_output=True, text=True, timeout=RUN_TIMEOUT_S, cwd=NODE_DIR)
+    assert done.returncode == 0, f"{done.stdout}\n{done.stderr}"

@@ -628,6 +628,13 @@ def _sample(key: int, version: int, topic_id: uuid.UUID) -> tuple[Any, Any]:
         return _security_sample(key, version)
     if key in (38, 39, 40, 41):
         return _delegation_token_sample(key, version)
+    if key == 64:
+        # Another broker's id: not registered (this node's own is answered NONE).
+        from minicoord.protocol.unregister_broker_apis import UnregisterBrokerRequest
+
+        req = UnregisterBrokerRequest(version=version, broker_id=7)
+        not_registered = ErrorCode.BROKER_ID_NOT_REGISTERED
+        return req, lambda r: (r.error_code, r.error_message) == (not_registered, None)
     if key == 49:
         # Each version sets its own user's quota; 48 reads none back.
         entry = AlterClientQuotasRequest.EntryData
@@ -900,10 +907,10 @@ async def test_unknown_api_key_closes_with_a_log_line(
     # An INFO line of the request log, limited per client: a retry loop cannot flood the log.
     with caplog.at_level(logging.INFO, "minicoord.requests"), pytest.raises(ConnectionClosed):
         await asyncio.wait_for(
-            raw_client.request_raw(struct.pack(">hhih", 64, 0, 1, 3) + b"raw", 1), 5
+            raw_client.request_raw(struct.pack(">hhih", 80, 0, 1, 3) + b"raw", 1), 5
         )
-    assert "refused UnregisterBroker v0" in caplog.text and "client_id=raw" in caplog.text
-    assert "API key 64 is not one minicoord serves" in caplog.text
+    assert "refused AddRaftVoter v0" in caplog.text and "client_id=raw" in caplog.text
+    assert "API key 80 is not one minicoord serves" in caplog.text
 
 
 async def test_oversized_frame_closes_before_its_body(inproc_server: Server) -> None:

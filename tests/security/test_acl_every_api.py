@@ -68,6 +68,7 @@ EXPECTED: dict[int, ErrorCode | None] = {
     35: CLUSTER_DENIED,
     57: CLUSTER_DENIED,  # UpdateFeatures: Alter on the cluster
     34: CLUSTER_DENIED,  # AlterReplicaLogDirs: Alter on the cluster
+    64: CLUSTER_DENIED,  # UnregisterBroker: Alter on the cluster
     44: TOPIC_DENIED,
     74: CLUSTER_DENIED,  # ListConfigResources: DescribeConfigs on the cluster
     68: GROUP_DENIED,

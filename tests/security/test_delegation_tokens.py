@@ -31,7 +31,7 @@ def tokens(
     user: str | None = None,
     mechanism: str | None = None,
     cert: bool = False,
-    owner: list[str] | None = None,
+    owner: list[str | None] | None = None,
     renewers: tuple[tuple[str, str], ...] = (),
 ) -> dict[str, Any]:
     """The four answers, as the client parsed them."""
@@ -152,3 +152,13 @@ def test_another_owner_needs_create_tokens_and_ssl_needs_a_certificate(
         answer = tokens(server, node_clients, "SSL")
         assert created(answer)[0] == NOT_ALLOWED
         assert the_rest(answer) == [[NOT_ALLOWED, "-1"], [NOT_ALLOWED, "-1"], [NOT_ALLOWED, []]]
+
+
+def test_an_owner_named_without_a_type_is_refused_as_kafka_refuses_it(
+    secure: EmbeddedServer, node_clients: Path
+) -> None:
+    # Kafka's KafkaPrincipal refuses a null type: its error answer names ANONYMOUS twice.
+    answer = tokens(secure, node_clients, "SASL_PLAINTEXT", "alice", "PLAIN", owner=[None, "bob"])
+    anonymous = ["User", "ANONYMOUS"]
+    error = ErrorCode.UNKNOWN_SERVER_ERROR
+    assert created(answer) == (error, anonymous, anonymous, ["-1", "-1", "-1"], "", [])
