@@ -13,7 +13,13 @@ from collections.abc import Callable, Iterable, Mapping
 
 from minicoord.server.config import Config
 from minicoord.server.java_numbers import java_integer
-from minicoord.server.topic_config_defs import TOPIC_CONFIGS, ConfigDef, ConfigSource
+from minicoord.server.topic_config_defs import (
+    LONG_MAX,
+    TOPIC_CONFIGS,
+    ConfigDef,
+    ConfigSource,
+    ConfigType,
+)
 
 # broker config name -> its (value, source) pairs, in the order of BROKER_LAYERS, for the
 # broker configs that are topic defaults.
@@ -132,6 +138,26 @@ DYNAMIC_BROKER_CONFIGS = {
     if d.synonym is not None
 }
 _BY_SYNONYM = {name: d for d in TOPIC_CONFIGS.values() for name, _ in broker_synonyms(d)}
+
+# The replication throttles of Kafka's QuotaConfig.brokerQuotaConfigs, in bytes per second:
+# configs that exist only when set at runtime, for one broker or every broker
+# (`kafka-reassign-partitions --throttle` sets the first two and `--verify` deletes them). A
+# single node replicates nothing, so here, as on a one-broker Kafka, they slow nothing; they
+# are kept and described. Kafka's DescribeConfigs lists them only once set, and read-only
+# (they are not among DynamicBrokerConfig.AllDynamicConfigs).
+BROKER_QUOTA_CONFIGS = {
+    name: ConfigDef(name, ConfigType.LONG, str(LONG_MAX), doc, minimum=0)
+    for name, doc in (
+        ("leader.replication.throttled.rate", "the bytes per second leaders may send to the "
+         "followers of throttled replicas"),
+        ("follower.replication.throttled.rate", "the bytes per second followers may fetch for "
+         "throttled replicas"),
+        ("replica.alter.log.dirs.io.max.bytes.per.second", "the bytes per second a replica "
+         "moving to another log directory may copy"),
+    )
+}  # fmt: skip
+# Every broker config IncrementalAlterConfigs and AlterConfigs can set on a BROKER resource.
+RUNTIME_BROKER_CONFIGS = {**DYNAMIC_BROKER_CONFIGS, **BROKER_QUOTA_CONFIGS}
 
 
 def topic_config_of(name: str) -> ConfigDef | None:

@@ -21,7 +21,9 @@ from minicoord.server import broker_loggers
 from minicoord.server.broker_config_docs import broker_doc
 from minicoord.server.broker_loggers import BROKER_LOGGER
 from minicoord.server.broker_synonyms import (
+    BROKER_QUOTA_CONFIGS,
     DYNAMIC_BROKER_CONFIGS,
+    RUNTIME_BROKER_CONFIGS,
     SYNONYM_CHAINS,
     broker_default,
     broker_values,
@@ -191,6 +193,8 @@ def _broker_entries(
         # (unclean.leader.election.enable, log.index.interval.bytes, ...).
         known = config.known_names()
         names = known + sorted(set(DYNAMIC_BROKER_CONFIGS) - set(known))
+        # The replication throttles exist once set, for this broker or every broker.
+        names += sorted({n for own in dynamic.values() for n in own if n in BROKER_QUOTA_CONFIGS})
     else:
         # Kafka leaves out the values set for one broker alone (DYNAMIC_BROKER_CONFIG).
         dynamic = {"": dynamic.get("", {})}
@@ -304,7 +308,8 @@ def _broker_type(config: Config, name: str, sensitive: bool) -> ConfigType:
     if name in _SHORT_CONFIGS:
         return ConfigType.SHORT
     if name not in config.known_names():
-        return DYNAMIC_BROKER_CONFIGS[name].type  # a topic default minicoord has no field for
+        # A topic default minicoord has no field for, or a replication throttle.
+        return RUNTIME_BROKER_CONFIGS[name].type
     value = getattr(config, name.replace(".", "_"))
     # The configs whose Kafka default is null are LONGs (log.retention.ms, log.roll.ms...).
     return ConfigType.LONG if value is None else _type_of(value)

@@ -22,7 +22,7 @@ from minicoord.protocol.apis import SPECS
 from minicoord.protocol.errors import ErrorCode
 from minicoord.server import broker_loggers
 from minicoord.server.broker_loggers import BROKER_LOGGER
-from minicoord.server.broker_synonyms import DYNAMIC_BROKER_CONFIGS
+from minicoord.server.broker_synonyms import RUNTIME_BROKER_CONFIGS
 from minicoord.server.coordinator.results import Result
 from minicoord.server.group_configs import DEFS as GROUP_CONFIGS
 from minicoord.server.group_configs import GROUP_RESOURCE
@@ -201,8 +201,8 @@ def _alter_broker(
     ctx: RequestContext, name: str, overrides_of: Overrides, validate_only: bool
 ) -> tuple[ErrorCode, str | None]:
     """Broker configs set at runtime, for this broker (its id) or every broker (""): the
-    topic defaults only (DYNAMIC_BROKER_CONFIGS), checked as Kafka's broker checks a change
-    before it goes to the controller, with its words."""
+    topic defaults and the replication throttles (RUNTIME_BROKER_CONFIGS), checked as Kafka's
+    broker checks a change before it goes to the controller, with its words."""
     broker = ctx.broker
     node = broker.config.broker_id
     if name:
@@ -215,10 +215,10 @@ def _alter_broker(
     key = str(node) if name else ""
     current = broker.topics.dynamic.get(key, {})
     try:
-        overrides = overrides_of(dict(current), DYNAMIC_BROKER_CONFIGS, "broker")
+        overrides = overrides_of(dict(current), RUNTIME_BROKER_CONFIGS, "broker")
     except UnknownConfig as exc:
         # Kafka's refusal of a config that is not dynamic: minicoord changes at runtime only
-        # what every topic takes as its default.
+        # what every topic takes as its default, and the replication throttles.
         return (
             ErrorCode.INVALID_REQUEST,
             f"Invalid config value for resource {resource}: Cannot update these configs "
@@ -228,7 +228,7 @@ def _alter_broker(
         return ErrorCode.INVALID_REQUEST, f"Invalid config value for resource {resource}: {exc}"
     for config, value in overrides.items():
         try:
-            DYNAMIC_BROKER_CONFIGS[config].parse(value)
+            RUNTIME_BROKER_CONFIGS[config].parse(value)
         except ValueError as exc:
             return ErrorCode.INVALID_REQUEST, f"Invalid config value for resource {resource}: {exc}"
     if not validate_only:

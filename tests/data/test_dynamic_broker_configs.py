@@ -310,3 +310,45 @@ async def test_every_topic_default_kafka_has_is_listed_and_settable() -> None:
         assert _altered(await _ask(server, change)) == [(0, None)]
         listed = _described(await _ask(server, describe_configs(BROKER, ["0"])))
         assert listed["log.index.interval.bytes"][:3] == ("8192", DYN_BROKER, False)
+
+
+@pytest.mark.asyncio
+async def test_replication_throttles_are_set_described_and_deleted_as_kafka_does() -> None:
+    # What `kafka-reassign-partitions --execute --throttle` sets and `--verify` deletes: Kafka
+    # keeps them as dynamic broker configs, lists them only once set, read-only, as LONGs.
+    leader, follower = "leader.replication.throttled.rate", "follower.replication.throttled.rate"
+    moves = "replica.alter.log.dirs.io.max.bytes.per.second"
+    with running(topics=[("t", 1)]) as server:
+        assert leader not in _described(await _ask(server, describe_configs(BROKER, ["0"])))
+        change = ("0", [(leader, SET, "1000"), (follower, SET, "1000")])
+        assert _altered(await _ask(server, incremental_alter(BROKER, change))) == [(0, None)]
+        assert _altered(
+            await _ask(server, incremental_alter(BROKER, ("", [(moves, SET, "5000")])))
+        ) == [(0, None)]
+        answer = await _ask(server, describe_configs(BROKER, ["0"], synonyms=True))
+        described = _described(answer)
+        assert described[leader] == ("1000", DYN_BROKER, True, [(leader, "1000", DYN_BROKER)])
+        assert described[follower][:3] == ("1000", DYN_BROKER, True)
+        assert described[moves] == ("5000", DYN_DEFAULT, True, [(moves, "5000", DYN_DEFAULT)])
+        (result,) = answer.results
+        assert {c.name: c.config_type for c in result.configs}[leader] == 5  # LONG
+        # Every broker's set lists what was set for every broker only.
+        assert list(_described(await _ask(server, describe_configs(BROKER, [""])))) == [moves]
+        # Refused as Kafka's ConfigDef refuses them; nothing changes.
+        resource = "Invalid config value for resource ConfigResource(type=BROKER, name='0')"
+        refused = await _ask(server, incremental_alter(BROKER, ("0", [(leader, SET, "-1")])))
+        assert _altered(refused) == [
+            (
+                ErrorCode.INVALID_REQUEST,
+                f"{resource}: Invalid value -1 for configuration {leader}: Value must be at "
+                "least 0",
+            )
+        ]
+        change = ("0", [(leader, DELETE, None), (follower, DELETE, None)])
+        assert _altered(await _ask(server, incremental_alter(BROKER, change))) == [(0, None)]
+        described = _described(await _ask(server, describe_configs(BROKER, ["0"])))
+        assert leader not in described and follower not in described
+        assert described[moves][:2] == ("5000", DYN_DEFAULT)
+        # No topic default moved.
+        dynamic = server.call(lambda: server.server.broker.topics.dynamic)
+        assert dynamic == {"": {moves: "5000"}}
