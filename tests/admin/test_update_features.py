@@ -138,3 +138,22 @@ def test_the_first_change_of_a_fresh_server_moves_the_epoch() -> None:
             assert admin.describe_features()["metadata.version"]["finalized_epoch"] == 1
         finally:
             admin.close()
+
+
+def test_kraft_version_is_supported_to_1_and_moves_as_any_feature() -> None:
+    # Kafka 4.0 lists kraft.version 0-1 (BrokerFeatures.defaultSupportedFeatures); here it is
+    # at 0, a static quorum, until UpdateFeatures moves it.
+    with running() as server:
+        admin = KafkaAdminClient(bootstrap_servers=server.bootstrap)
+        try:
+            assert admin.describe_features()["kraft.version"] == {"supported": (0, 1)}
+            admin.update_features({"kraft.version": 1})
+            assert admin.describe_features()["kraft.version"]["finalized"] == (1, 1)
+            with pytest.raises(InvalidUpdateVersionError) as refused:
+                admin.update_features({"kraft.version": 2})
+            assert (
+                FAILED + "Invalid update version 2 for feature kraft.version. Local controller 0 "
+                "only supports versions 0-1"
+            ) in str(refused.value)
+        finally:
+            admin.close()

@@ -36,7 +36,7 @@ pytestmark = pytest.mark.timeout(90)
 
 TOPIC = "bulk"
 BIG_PARTITION = 11
-# Enough that loading (about 1.2 s) outlasts the requests made meanwhile with room to spare.
+# Enough that loading (about 2 s here) outlasts the requests made meanwhile with room to spare.
 RECORDS = 300_000
 BATCH = 1000
 BULK_GROUPS = groups_in_partition(BIG_PARTITION, "durability-bulk", 300)

@@ -865,10 +865,12 @@ async def test_api_versions_reports_the_features_of_a_kafka_4_0_broker(
         f.name: (f.min_version_level, f.max_version_level) for f in response.finalized_features
     }
     # metadata.version from 3.3-IV3 to 4.0-IV3, finalized at 4.0-IV3, as on Kafka 4.0.0;
-    # group.version, whose lowest level is 0, among the supported only from v4 (KAFKA-17011).
+    # group.version and kraft.version, whose lowest level is 0, among the supported only from
+    # v4 (KAFKA-17011); kraft.version not finalized (level 0, a static quorum).
     expected = {"metadata.version": (7, 25)}
     if version >= 4:
         expected["group.version"] = (0, 1)
+        expected["kraft.version"] = (0, 1)
     assert supported == expected
     assert finalized == {"metadata.version": (25, 25), "group.version": (1, 1)}
     assert response.finalized_features_epoch >= 0
