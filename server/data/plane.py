@@ -299,7 +299,7 @@ class DataPlane:
         plog = state.log
         batch = encode_marker(plog.next_offset, producer_id, epoch, commit, coordinator_epoch, now)
         base = plog.reserve(batch, batch_info(batch))
-        state.producers.on_marker(producer_id, epoch, coordinator_epoch)
+        state.producers.on_marker(producer_id, epoch, now, coordinator_epoch)
         state.txns.on_marker(producer_id, commit, base)
         state.txns.forget_before(plog.log_start_offset)
         self.logs.touched(state.topic.name, state.index, plog)

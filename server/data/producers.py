@@ -59,6 +59,10 @@ class ProducerEntry:
     # The coordinator epoch of the producer's last transaction marker here (-1: none yet),
     # as DescribeProducers reports it. This node's coordinator writes its markers at 0.
     coordinator_epoch: int = -1
+    # The timestamp of its last batch or transaction marker here (Kafka's
+    # ProducerStateEntry.lastTimestamp, which a marker sets too): what DescribeProducers
+    # reports and what the producer expires by.
+    last_timestamp: int = -1
 
     @property
     def last_sequence(self) -> int:
@@ -136,6 +140,7 @@ class ProducerStates:
             coordinator_epoch = entry.coordinator_epoch if entry is not None else -1
             entry = self.producers[pid] = ProducerEntry(info.producer_epoch)
             entry.coordinator_epoch = coordinator_epoch
+        entry.last_timestamp = info.max_timestamp
         entry.batches.append(
             BatchMeta(
                 info.base_sequence,
@@ -146,24 +151,29 @@ class ProducerStates:
             )
         )
 
-    def on_marker(self, producer_id: int, epoch: int, coordinator_epoch: int = 0) -> None:
-        """A transaction marker of the producer's: its epoch is the partition's from now on,
-        so a producer the coordinator fenced (an epoch bumped to abort) is refused here too,
-        as Kafka's ProducerAppendInfo.appendEndTxnMarker updates it."""
+    def on_marker(
+        self, producer_id: int, epoch: int, timestamp: int, coordinator_epoch: int = 0
+    ) -> None:
+        """A transaction marker of the producer's, written at `timestamp`: its epoch is the
+        partition's from now on, so a producer the coordinator fenced (an epoch bumped to
+        abort) is refused here too, and its last timestamp is the marker's, as Kafka's
+        ProducerAppendInfo.appendEndTxnMarker updates it."""
         entry = self.producers.get(producer_id)
         if entry is None or epoch > entry.epoch:
             entry = self.producers[producer_id] = ProducerEntry(epoch)
         entry.coordinator_epoch = coordinator_epoch
+        entry.last_timestamp = timestamp
 
     def expire(self, now: int, expiration_ms: int) -> int:
-        """Forget the producers whose last batch is `expiration_ms` old (Kafka's
-        ProducerStateManager.removeExpiredProducers, by the batch's max timestamp as Kafka
-        keeps it); returns how many. A forgotten producer is unknown again: its next batch
-        may carry any sequence, and a retry of an old batch is appended anew."""
+        """Forget the producers whose last batch or marker is `expiration_ms` old (Kafka's
+        ProducerStateManager.removeExpiredProducers, by its last timestamp as Kafka keeps it:
+        a batch's max timestamp, a marker's own); returns how many. A forgotten producer is
+        unknown again: its next batch may carry any sequence, and a retry of an old batch is
+        appended anew."""
         expired = [
             pid
             for pid, entry in self.producers.items()
-            if not entry.batches or now - entry.batches[-1].timestamp >= expiration_ms
+            if now - entry.last_timestamp >= expiration_ms
         ]
         for pid in expired:
             del self.producers[pid]
@@ -172,7 +182,7 @@ class ProducerStates:
     def load(self, info: BatchInfo) -> None:
         """Replay one batch header found in the log (its base offset is already assigned)."""
         if info.is_control:
-            self.on_marker(info.producer_id, info.producer_epoch)
+            self.on_marker(info.producer_id, info.producer_epoch, info.max_timestamp)
         else:
             self.update(info, info.base_offset)
 
@@ -189,7 +199,7 @@ class ProducerStates:
                         last.last_sequence,
                         last.base_offset + last.last_offset_delta,
                         last.last_offset_delta,
-                        last.timestamp,
+                        entry.last_timestamp,
                     )
                 )
         return out
@@ -211,6 +221,7 @@ class ProducerStates:
             if first < 0:
                 first += INT32_MAX + 1  # the batch's sequences wrapped
             restored = self.producers[e.producer_id] = ProducerEntry(e.epoch)
+            restored.last_timestamp = e.timestamp
             restored.batches.append(
                 BatchMeta(
                     first,

@@ -78,7 +78,7 @@ def _producers(index: int, state: PartitionState) -> Any:
                 producer_id=pid,
                 producer_epoch=entry.epoch,
                 last_sequence=entry.last_sequence,
-                last_timestamp=entry.batches[-1].timestamp if entry.batches else NO_TIMESTAMP,
+                last_timestamp=entry.last_timestamp,
                 coordinator_epoch=entry.coordinator_epoch,
                 current_txn_start_offset=state.txns.open.get(pid, NO_TXN_START_OFFSET),
             )

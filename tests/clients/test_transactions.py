@@ -213,7 +213,10 @@ def test_a_transaction_past_its_timeout_is_aborted(server: EmbeddedServer) -> No
 def test_admin_clients_list_and_describe_transactions(server: EmbeddedServer) -> None:
     producer = confluent_producer(server.bootstrap, "listed-1")
     producer.begin_transaction()
-    producer.produce(TOPIC, value=b"v", partition=0)
+    # A record from an hour ago: the producer's last timestamp after the commit is the
+    # marker's, not its batch's (Kafka's appendEndTxnMarker sets it).
+    written = int(time.time() * 1000) - 3_600_000
+    producer.produce(TOPIC, value=b"v", partition=0, timestamp=written)
     producer.flush(CALL_S)
     admin = KafkaAdminClient(bootstrap_servers=server.bootstrap, client_id="txn-admin")
     try:
@@ -232,9 +235,10 @@ def test_admin_clients_list_and_describe_transactions(server: EmbeddedServer) ->
         assert completed.transaction_start_time_ms == described.transaction_start_time_ms
         tp = KpTopicPartition(TOPIC, 0)
         (state,) = admin.describe_producers([tp])[tp].active_producers
-        # The coordinator's marker: its epoch (0 on this node), no transaction open.
+        # The coordinator's marker: its epoch (0 on this node), its time, no transaction open.
         assert (state.producer_id, state.coordinator_epoch) == (described.producer_id, 0)
         assert state.current_transaction_start_offset == -1
+        assert state.last_timestamp >= described.transaction_start_time_ms > written
     finally:
         admin.close()
 

@@ -212,6 +212,36 @@ async def test_producers_come_back_after_a_restart(tmp_path: Path) -> None:
     assert after == before
 
 
+async def test_a_transaction_marker_sets_the_last_timestamp_across_a_restart(
+    tmp_path: Path,
+) -> None:
+    # Kafka's ProducerAppendInfo.appendEndTxnMarker sets the producer's last timestamp to the
+    # marker's; a restart reads it back from the marker (or the snapshot) in the log.
+    written = int(time.time() * 1000) - 60_000
+
+    def ask(s: Any) -> list[tuple[int, ...]]:
+        client = admin(s.bootstrap)
+        try:
+            described = client.describe_producers([TopicPartition("t", 0)])
+        finally:
+            client.close()
+        return [tuple(p) for p in described[TopicPartition("t", 0)].active_producers]
+
+    with running(topics=[("t", 1)], data_dir=tmp_path) as s:
+        host, port = s.bootstrap.rsplit(":", 1)
+        async with await ProtocolClient.connect(host, int(port)) as client:
+            await produce(client, "t", 0, idempotent(2, 88, 1, 0, written))
+        plane = s.server.broker.data
+        state = plane.partitions[("t", 0)]
+        marker_at = written + 30_000
+        s.call(lambda: plane.write_marker(state, 88, 1, False, marker_at))
+        before = await asyncio.to_thread(ask, s)
+    with running(data_dir=tmp_path) as s:
+        after = await asyncio.to_thread(ask, s)
+    assert before == [(88, 1, 1, marker_at, 0, -1)]
+    assert after == before
+
+
 @pytest.fixture
 async def acl_client(request: pytest.FixtureRequest) -> AsyncIterator[ProtocolClient]:
     async with authorized_client(request.param, [("secret", 2), ("open", 1)]) as client:
