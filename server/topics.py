@@ -185,13 +185,19 @@ class TopicRegistry:
     @functools.cached_property
     def transaction_state(self) -> Topic:
         """The transaction coordinator's, as `offsets` is the group coordinator's."""
-        # Kafka's creation overrides (TransactionLog's config: compacted, uncompressed).
+        # Kafka's creation overrides (TransactionStateManager.transactionTopicConfigs:
+        # compacted, uncompressed, no unclean election, transaction.state.log.min.isr).
         return self._internal(
             TRANSACTION_STATE_TOPIC,
             TRANSACTION_STATE_TOPIC_ID,
             self.config.transaction_state_log_num_partitions,
             self.config.transaction_state_log_segment_bytes,
-            {"cleanup.policy": "compact", "compression.type": "uncompressed"},
+            {
+                "unclean.leader.election.enable": "false",
+                "compression.type": "uncompressed",
+                "cleanup.policy": "compact",
+                "min.insync.replicas": str(self.config.transaction_state_log_min_isr),
+            },
         )
 
     def _internal(

@@ -50,7 +50,9 @@ def test_the_transaction_log_exists_from_the_first_transactional_producer() -> N
         assert len(listed.partitions) == 7
         overrides = topic_overrides(server.bootstrap, "__transaction_state")
     assert overrides == {
+        "unclean.leader.election.enable": "false",
         "cleanup.policy": "compact",
         "compression.type": "uncompressed",
+        "min.insync.replicas": "1",
         "segment.bytes": "104857600",
     }
