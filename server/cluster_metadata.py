@@ -265,6 +265,14 @@ class ClusterMetadata:
         self.persist_metadata(records)
         self._follow_features()
 
+    def features_epoch(self) -> int:
+        """The finalized features' epoch, as ApiVersions reports it: as Kafka's (the metadata
+        image's latest offset), it moves with every metadata change, a topic made or a config
+        set, not only with a feature's. Here the metadata log's end, so that a fresh server's
+        first change (at offset 0) moves it from 0 too; never below the last feature change's."""
+        plog = self._metadata_log
+        return max(self.features.epoch, 0 if plog is None else plog.next_offset)
+
     def _follow_features(self) -> None:
         self.consumer_protocol = (
             self.config.consumer_protocol_enabled and self.features.level(GROUP_VERSION) >= 1

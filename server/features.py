@@ -15,8 +15,8 @@ that changes nothing else here (one voter either way). Each
 change is a FeatureLevelRecord in the cluster metadata log, so it outlives a restart. The
 metadata version stays at its top: moving it to a level it supports is accepted and changes
 nothing, a downgrade is refused as Kafka refuses one that might lose metadata. The features'
-epoch is the metadata log's end offset after the last change (0 before any), as Kafka's is
-an offset.
+epoch is the metadata log's end offset (Broker.features_epoch), as Kafka's is its latest
+offset: it moves with every metadata change.
 """
 
 from __future__ import annotations

@@ -33,7 +33,11 @@ SOFTWARE = re.compile(r"[a-zA-Z0-9](?:[a-zA-Z0-9\-.]*[a-zA-Z0-9])?")
 
 
 def build(
-    version: int, error: ErrorCode, api_keys: list[Any], features: Features | None = None
+    version: int,
+    error: ErrorCode,
+    api_keys: list[Any],
+    features: Features | None = None,
+    epoch: int = 0,
 ) -> Any:
     supported, finalized = [], []
     if error is ErrorCode.NONE and features is not None:
@@ -58,7 +62,7 @@ def build(
         api_keys=api_keys,
         throttle_time_ms=0,
         supported_features=supported,
-        finalized_features_epoch=features.epoch if finalized and features else -1,
+        finalized_features_epoch=epoch if finalized else -1,
         finalized_features=finalized,
     )
 
@@ -71,7 +75,13 @@ def handle(ctx: RequestContext, request: Any) -> Any:
         # Kafka's KafkaApis answers INVALID_REQUEST, with no list, and keeps the connection.
         return build(ctx.version, ErrorCode.INVALID_REQUEST, [])
     broker = ctx.broker
-    return build(ctx.version, ErrorCode.NONE, broker.handlers.api_versions(), broker.features)
+    return build(
+        ctx.version,
+        ErrorCode.NONE,
+        broker.handlers.api_versions(),
+        broker.features,
+        broker.features_epoch(),
+    )
 
 
 HANDLER = Handler.for_spec(SPECS[API_KEY], handle)

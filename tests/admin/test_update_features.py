@@ -53,11 +53,10 @@ def test_group_version_turns_the_consumer_protocol_off_and_on(tmp_path: Path) ->
         try:
             features = admin.describe_features()
             assert features["metadata.version"]["finalized"] == (25, 25)
-            assert features["group.version"] == {
-                "supported": (0, 1),
-                "finalized": (1, 1),
-                "finalized_epoch": 0,
-            }
+            # The epoch is the metadata log's end: past the topic made at start.
+            epoch = features["group.version"].pop("finalized_epoch")
+            assert features["group.version"] == {"supported": (0, 1), "finalized": (1, 1)}
+            assert epoch > 0
             assert _heartbeat_error(server) == ErrorCode.NONE
             # Checked, not made.
             down = {"group.version": ("SAFE_DOWNGRADE", 0)}
@@ -67,7 +66,7 @@ def test_group_version_turns_the_consumer_protocol_off_and_on(tmp_path: Path) ->
             # Level 0: no longer finalized, and the consumer protocol is off, as on Kafka.
             assert _group_version(admin) is None
             # A new epoch, so clients that compare epochs take the change.
-            assert admin.describe_features()["metadata.version"]["finalized_epoch"] > 0
+            assert admin.describe_features()["metadata.version"]["finalized_epoch"] > epoch
             assert _heartbeat_error(server) == ErrorCode.UNSUPPORTED_VERSION
         finally:
             admin.close()
@@ -155,5 +154,21 @@ def test_kraft_version_is_supported_to_1_and_moves_as_any_feature() -> None:
                 FAILED + "Invalid update version 2 for feature kraft.version. Local controller 0 "
                 "only supports versions 0-1"
             ) in str(refused.value)
+        finally:
+            admin.close()
+
+
+def test_the_epoch_moves_with_every_metadata_change_as_kafkas() -> None:
+    # Kafka's epoch is its metadata image's latest offset: a topic made moves it too.
+    from kafka.admin import NewTopic
+
+    with running() as server:
+        admin = KafkaAdminClient(bootstrap_servers=server.bootstrap)
+        try:
+            before = admin.describe_features()["metadata.version"]["finalized_epoch"]
+            admin.create_topics([NewTopic("epoch-mover", 1, 1)])
+            after = admin.describe_features()["metadata.version"]["finalized_epoch"]
+            assert after > before
+            assert admin.describe_features()["group.version"]["finalized"] == (1, 1)
         finally:
             admin.close()
