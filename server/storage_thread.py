@@ -17,6 +17,7 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import sys
+import threading
 from collections.abc import Callable
 from typing import TypeVar
 
@@ -26,10 +27,12 @@ T = TypeVar("T")
 # for the lock, long enough that the switches themselves cost the work little.
 SHARING_SWITCH_INTERVAL_S = 0.0005
 
-# Storage calls running in this process, over all its servers (a process may embed several),
-# and the interval to give back when the last ends.
+# Storage calls running in this process, over all its servers (a process may embed several,
+# each on its own loop and thread, hence the lock), and the interval to give back when the
+# last ends.
 _running = 0
 _saved_interval = 0.0
+_counting = threading.Lock()
 
 
 class StorageThread:
@@ -41,22 +44,24 @@ class StorageThread:
     async def run(self, fn: Callable[..., T], *args: object) -> T:
         """`fn(*args)` in the thread, with the lock shared at the short interval meanwhile."""
         global _running, _saved_interval
-        if _running == 0:
-            _saved_interval = sys.getswitchinterval()
-            if _saved_interval > SHARING_SWITCH_INTERVAL_S:
-                sys.setswitchinterval(SHARING_SWITCH_INTERVAL_S)
-        _running += 1
+        with _counting:
+            if _running == 0:
+                _saved_interval = sys.getswitchinterval()
+                if _saved_interval > SHARING_SWITCH_INTERVAL_S:
+                    sys.setswitchinterval(SHARING_SWITCH_INTERVAL_S)
+            _running += 1
         try:
             return await asyncio.get_running_loop().run_in_executor(self._pool, fn, *args)
         finally:
             # Also when the awaiting task is cancelled and fn still runs: a server that stops
             # waits for its thread (shutdown), and the host's interval is its own again.
-            _running -= 1
-            if _running == 0 and _saved_interval > SHARING_SWITCH_INTERVAL_S:
-                # The interpreter keeps whole microseconds and truncates what it is given:
-                # half of one more gives back exactly the interval it had (0.9 s reads back
-                # as 0.8999999999999999, which set as it is would be 899,999 µs).
-                sys.setswitchinterval(_saved_interval + 0.5e-6)
+            with _counting:
+                _running -= 1
+                if _running == 0 and _saved_interval > SHARING_SWITCH_INTERVAL_S:
+                    # The interpreter keeps whole microseconds and truncates what it is given:
+                    # half of one more gives back exactly the interval it had (0.9 s reads
+                    # back as 0.8999999999999999, which set as it is would be 899,999 µs).
+                    sys.setswitchinterval(_saved_interval + 0.5e-6)
 
     def shutdown(self) -> None:
         """Wait for the call under way, if any; run no more."""

@@ -116,3 +116,33 @@ async def test_cancelled_wait_restores_and_shutdown_waits_for_the_work() -> None
     release.set()
     storage.shutdown()
     assert finished.is_set()
+
+
+def test_servers_on_two_loops_and_threads_count_together() -> None:
+    # Two embedded servers, each on its own loop and thread: the interval is the host's
+    # again only once both calls have ended.
+    both_in = threading.Barrier(3, timeout=10)
+    release = threading.Event()
+
+    def work() -> bool:
+        both_in.wait()
+        return release.wait(10)
+
+    def serve(results: list[bool]) -> None:
+        storage = StorageThread()
+        try:
+            results.append(asyncio.run(storage.run(work)))
+        finally:
+            storage.shutdown()
+
+    results: list[bool] = []
+    threads = [threading.Thread(target=serve, args=(results,)) for _ in range(2)]
+    for t in threads:
+        t.start()
+    both_in.wait()
+    assert sys.getswitchinterval() == SHARING_SWITCH_INTERVAL_S
+    release.set()
+    for t in threads:
+        t.join(10)
+    assert results == [True, True]
+    assert sys.getswitchinterval() == HOST_INTERVAL
