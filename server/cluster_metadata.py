@@ -54,10 +54,10 @@ def replay_metadata(
     on_user: Callable[[Any], None] | None = None,
     on_group_config: Callable[[Any], None] | None = None,
     on_quota: Callable[[Any], None] | None = None,
-    on_feature: Callable[[Any, int], None] | None = None,
+    on_feature: Callable[[Any], None] | None = None,
 ) -> tuple[int, int]:
     """Rebuild the topics (producer id blocks, ACLs, SCRAM users, group configs, client
-    quotas, feature levels with their offsets) from the metadata log; (records read, records
+    quotas, feature levels) from the metadata log; (records read, records
     skipped as undecodable)."""
     read = skipped = 0
     for stored in plog.records():
@@ -87,7 +87,7 @@ def replay_metadata(
                 on_quota(record)
         elif isinstance(record, mr.FeatureLevelRecord):
             if on_feature is not None:
-                on_feature(record, stored.offset)
+                on_feature(record)
         else:
             registry.replay(record)
     return read, skipped
@@ -258,10 +258,8 @@ class ClusterMetadata:
         """Apply and append UpdateFeatures' FeatureLevelRecords (features.py)."""
         if self._metadata_log is None:
             self.open_metadata()
-        assert self._metadata_log is not None
-        first = self._metadata_log.next_offset
-        for i, value in enumerate(records):
-            self.features.apply(mr.decode(value), first + i)
+        for value in records:
+            self.features.apply(mr.decode(value))
         self.persist_metadata(records)
         self._follow_features()
 
@@ -269,9 +267,9 @@ class ClusterMetadata:
         """The finalized features' epoch, as ApiVersions reports it: as Kafka's (the metadata
         image's latest offset), it moves with every metadata change, a topic made or a config
         set, not only with a feature's. Here the metadata log's end, so that a fresh server's
-        first change (at offset 0) moves it from 0 too; never below the last feature change's."""
+        first change (at offset 0) moves it from 0 too."""
         plog = self._metadata_log
-        return max(self.features.epoch, 0 if plog is None else plog.next_offset)
+        return 0 if plog is None else plog.next_offset
 
     def _follow_features(self) -> None:
         self.consumer_protocol = (

@@ -40,11 +40,10 @@ UPGRADE, SAFE_DOWNGRADE, UNSAFE_DOWNGRADE = 1, 2, 3
 class Features:
     """The finalized levels, changed by UpdateFeatures and by FeatureLevelRecords read back."""
 
-    __slots__ = ("epoch", "levels")
+    __slots__ = ("levels",)
 
     def __init__(self) -> None:
         self.levels = dict(INITIAL)
-        self.epoch = 0
 
     def level(self, name: str) -> int:
         return self.levels.get(name, 0)
@@ -104,15 +103,12 @@ class Features:
             for name, level, _ in updates
         ]
 
-    def apply(self, record: mr.FeatureLevelRecord, offset: int) -> None:
-        """A FeatureLevelRecord written at `offset` of the metadata log (new or read back)."""
+    def apply(self, record: mr.FeatureLevelRecord) -> None:
+        """A FeatureLevelRecord of the metadata log (new or read back)."""
         if record.feature_level > 0 or record.name == METADATA_VERSION:
             self.levels[record.name] = record.feature_level
         else:
             self.levels.pop(record.name, None)
-        # The log's end just after it: above the initial levels' 0 even for a change written
-        # first, so a client comparing epochs sees each change (Kafka's is an offset too).
-        self.epoch = max(self.epoch, offset + 1)
 
     def snapshot(self) -> list[bytes]:
         """The records that bring a new cluster's levels to these (metadata_snapshot.py)."""

@@ -33,7 +33,6 @@ PartitionResponse = TopicResponse.PartitionResponse
 ProducerState = PartitionResponse.ProducerState
 # A producer with no transaction open in the partition.
 NO_TXN_START_OFFSET = -1
-NO_TIMESTAMP = -1
 
 
 def handle(ctx: RequestContext, request: Any) -> Any:
