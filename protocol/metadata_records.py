@@ -22,6 +22,7 @@ from minicoord.protocol.headers import MalformedHeader, read_uvarint, write_uvar
 FRAME_VERSION = 1
 RESOURCE_TOPIC = 2
 RESOURCE_BROKER = 4
+RESOURCE_CLIENT_METRICS = 16
 RESOURCE_GROUP = 32
 
 

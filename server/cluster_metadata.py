@@ -27,6 +27,7 @@ from minicoord.server.topics import (
 if TYPE_CHECKING:
     from collections.abc import Callable
 
+    from minicoord.server.client_metrics import ClientMetricsSubscriptions
     from minicoord.server.client_quotas import QuotaStore
     from minicoord.server.config import Config
     from minicoord.server.coordinator.coordinator import GroupCoordinator
@@ -55,10 +56,11 @@ def replay_metadata(
     on_group_config: Callable[[Any], None] | None = None,
     on_quota: Callable[[Any], None] | None = None,
     on_feature: Callable[[Any], None] | None = None,
+    on_client_metrics: Callable[[Any], None] | None = None,
 ) -> tuple[int, int]:
     """Rebuild the topics (producer id blocks, ACLs, SCRAM users, group configs, client
-    quotas, feature levels) from the metadata log; (records read, records
-    skipped as undecodable)."""
+    quotas, feature levels, client-metrics subscriptions) from the metadata log; (records
+    read, records skipped as undecodable)."""
     read = skipped = 0
     for stored in plog.records():
         read += 1
@@ -79,6 +81,12 @@ def replay_metadata(
         elif isinstance(record, mr.ConfigRecord) and record.resource_type == mr.RESOURCE_GROUP:
             if on_group_config is not None:
                 on_group_config(record)
+        elif (
+            isinstance(record, mr.ConfigRecord)
+            and record.resource_type == mr.RESOURCE_CLIENT_METRICS
+        ):
+            if on_client_metrics is not None:
+                on_client_metrics(record)
         elif isinstance(record, mr.AccessControlEntryRecord | mr.RemoveAccessControlEntryRecord):
             if on_acl is not None:
                 on_acl(record)
@@ -132,6 +140,7 @@ class ClusterMetadata:
             self.coordinator.group_configs.replay,
             self._replay_quota,
             self.features.apply,
+            self._replay_client_metrics,
         )
         self._follow_features()
 
@@ -159,6 +168,7 @@ class ClusterMetadata:
             self.users,
             self.__dict__.get("client_quotas"),  # likewise for a quota record
             self.features,
+            self.__dict__.get("client_metrics"),  # and for a subscription's record
         )
         if not worth_compacting(read, live_records(*state)):
             return False
@@ -206,6 +216,23 @@ class ClusterMetadata:
         from minicoord.server.client_quotas import QuotaStore
 
         return QuotaStore()
+
+    @functools.cached_property
+    def client_metrics(self) -> ClientMetricsSubscriptions:
+        """The client-metrics subscriptions (stored and described, not served). Made on first
+        use, as the ACLs are."""
+        from minicoord.server.client_metrics import ClientMetricsSubscriptions
+
+        return ClientMetricsSubscriptions()
+
+    def _replay_client_metrics(self, record: Any) -> None:
+        self.client_metrics.replay(record)
+
+    def alter_client_metrics(self, name: str, configs: dict[str, str]) -> None:
+        """A subscription's new configs (checked), persisted in the metadata log; none left
+        removes it."""
+        self.persist_metadata(self.client_metrics.set(name, configs))
+        log.info("client-metrics subscription %r set: %s", name, configs or "removed")
 
     def _replay_quota(self, record: Any) -> None:
         self.client_quotas.apply(record)

@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING
 from minicoord.protocol import metadata_records as mr
 
 if TYPE_CHECKING:
+    from minicoord.server.client_metrics import ClientMetricsSubscriptions
     from minicoord.server.client_quotas import QuotaStore
     from minicoord.server.data.producers import ProducerIds
     from minicoord.server.features import Features
@@ -51,6 +52,7 @@ def live_records(
     users: UserStore | None,
     quotas: QuotaStore | None,
     features: Features,
+    client_metrics: ClientMetricsSubscriptions | None = None,
 ) -> int:
     """How many records `snapshot_records` would make, without encoding them: a start with
     much live state and little dead (the usual one) decides at the cost of a count."""
@@ -65,6 +67,7 @@ def live_records(
         count += sum(len(credentials) for credentials in users.scram.values())
     count += len(quotas) if quotas is not None else 0
     count += len(features.snapshot())
+    count += len(client_metrics) if client_metrics is not None else 0
     return count
 
 
@@ -77,10 +80,12 @@ def snapshot_records(
     users: UserStore | None,
     quotas: QuotaStore | None,
     features: Features,
+    client_metrics: ClientMetricsSubscriptions | None = None,
 ) -> list[bytes]:
     """The records that rebuild the replayed state: topics with their configs and partitions
     (and the broker configs set at runtime), the producer id block claimed last, group
-    configs, ACLs, SCRAM credentials, client quotas and the feature levels changed.
+    configs, ACLs, SCRAM credentials, client quotas, the client-metrics subscriptions and
+    the feature levels changed.
 
     Only the state the log made: call it before anything given at start (--topic, --acl,
     --user) is added, or those would be written as if created through the admin APIs.
@@ -102,4 +107,6 @@ def snapshot_records(
             records += [mr.encode(credential_record(n, type_id, c)) for n, c in credentials.items()]
     if quotas is not None:
         records += quotas.snapshot()
+    if client_metrics is not None:
+        records += client_metrics.snapshot()
     return records + features.snapshot()

@@ -6,8 +6,9 @@ synonyms when asked (v1+), types and documentation when asked (v3+). The broker 
 id): every broker config minicoord has, read-only but for the topic defaults that can be set
 at runtime; named "", the configs set at runtime for every broker. A group (any id, as in
 Kafka): its consumer session timeout and heartbeat interval, its own or the broker's. The
-broker's loggers (server/broker_loggers.py) with their levels. A client-metrics subscription:
-no configs (none are kept). v4 is flexible.
+broker's loggers (server/broker_loggers.py) with their levels. A client-metrics subscription
+(any name, server/client_metrics.py): its metrics, interval and match, its own or the
+defaults. v4 is flexible.
 """
 
 from __future__ import annotations
@@ -29,12 +30,13 @@ from minicoord.server.broker_synonyms import (
     broker_values,
     config_synonyms,
 )
+from minicoord.server.client_metrics import CLIENT_METRICS
 from minicoord.server.config import Config
 from minicoord.server.group_configs import GROUP_RESOURCE
 from minicoord.server.handlers.base import Handler, RequestContext
 from minicoord.server.java_numbers import node_id
 from minicoord.server.security import authorize
-from minicoord.server.topic_config_defs import ConfigSource, ConfigType
+from minicoord.server.topic_config_defs import ConfigDef, ConfigSource, ConfigType
 from minicoord.server.topics import topic_name_error
 
 if TYPE_CHECKING:
@@ -43,7 +45,6 @@ if TYPE_CHECKING:
 API_KEY = 32
 RESOURCE_TOPIC = 2
 RESOURCE_BROKER = 4
-CLIENT_METRICS = 16
 ResultCls = DescribeConfigsResponse.DescribeConfigsResult
 Entry = ResultCls.DescribeConfigsResourceResult
 Synonym = Entry.DescribeConfigsSynonym
@@ -92,7 +93,10 @@ def handle(ctx: RequestContext, request: Any) -> Any:
             if not r.resource_name:
                 error, message = ErrorCode.INVALID_REQUEST, "Group name must not be empty"
             else:
-                configs = _group_entries(ctx, r.resource_name, keys, synonyms, documentation)
+                described = ctx.broker.coordinator.group_configs.describe(r.resource_name, keys)
+                configs = _own_or_default_entries(
+                    described, ConfigSource.GROUP_CONFIG, synonyms, documentation
+                )
         elif r.resource_type == RESOURCE_BROKER:
             node = ctx.broker.config.broker_id
             if not r.resource_name:
@@ -137,10 +141,15 @@ def handle(ctx: RequestContext, request: Any) -> Any:
                     if not keys or name in keys
                 ]
         elif r.resource_type == CLIENT_METRICS:
-            # A subscription with no configs describes as none (minicoord keeps none).
             if not r.resource_name:
                 error = ErrorCode.INVALID_REQUEST
                 message = "Client metrics subscription name must not be empty"
+            else:
+                # Any name, as Kafka: one that does not exist has the defaults.
+                described = ctx.broker.client_metrics.describe(r.resource_name, keys)
+                configs = _own_or_default_entries(
+                    described, ConfigSource.CLIENT_METRICS_CONFIG, synonyms, documentation
+                )
         else:
             error = ErrorCode.INVALID_REQUEST
             message = f"resource type {r.resource_type} is not supported"
@@ -156,12 +165,19 @@ def handle(ctx: RequestContext, request: Any) -> Any:
     return DescribeConfigsResponse(version=version, throttle_time_ms=0, results=results)
 
 
-def _group_entries(
-    ctx: RequestContext, group: str, keys: list[str] | None, synonyms: bool, documentation: bool
+def _own_or_default_entries(
+    described: list[tuple[ConfigDef, str, bool]],
+    own_source: ConfigSource,
+    synonyms: bool,
+    documentation: bool,
 ) -> list[Any]:
+    """A group's or a client-metrics subscription's configs, (definition, value, whether it
+    sets it) each, as ConfigHelper describes them: `own_source` for what it sets, else the
+    default. A group's default is named among the synonyms; a subscription's is not."""
     out = []
-    for definition, value, own in ctx.broker.coordinator.group_configs.describe(group, keys):
-        source = ConfigSource.GROUP_CONFIG if own else ConfigSource.DEFAULT_CONFIG
+    for definition, value, own in described:
+        source = own_source if own else ConfigSource.DEFAULT_CONFIG
+        listed = own or own_source is ConfigSource.GROUP_CONFIG
         out.append(
             Entry(
                 name=definition.name,
@@ -171,7 +187,7 @@ def _group_entries(
                 is_default=not own,
                 is_sensitive=False,
                 synonyms=[Synonym(name=definition.name, value=value, source=source)]
-                if synonyms
+                if synonyms and listed
                 else [],
                 config_type=definition.type,
                 documentation=definition.doc if documentation else None,

@@ -8,6 +8,8 @@ configs that are every topic's default (log.retention.ms, log.segment.bytes, ...
 for this broker or for every broker, as Kafka's dynamic broker configs, and are persisted as
 ConfigRecords too; any other broker config is set with --config at start (INVALID_REQUEST).
 The broker's loggers (type 8) take a level, or lose theirs (server/broker_loggers.py).
+Client-metrics subscriptions (type 16, server/client_metrics.py) are set and deleted, and
+persisted as ConfigRecords, as Kafka's controller keeps them.
 `validate_only` changes nothing. v1 is flexible.
 """
 
@@ -20,9 +22,10 @@ from typing import Any
 from kafka.protocol.admin import IncrementalAlterConfigsResponse
 from minicoord.protocol.apis import SPECS
 from minicoord.protocol.errors import ErrorCode
-from minicoord.server import broker_loggers
+from minicoord.server import broker_loggers, client_metrics
 from minicoord.server.broker_loggers import BROKER_LOGGER
 from minicoord.server.broker_synonyms import RUNTIME_BROKER_CONFIGS
+from minicoord.server.client_metrics import CLIENT_METRICS
 from minicoord.server.coordinator.results import Result
 from minicoord.server.group_configs import DEFS as GROUP_CONFIGS
 from minicoord.server.group_configs import GROUP_RESOURCE
@@ -41,7 +44,6 @@ from minicoord.server.topic_config_defs import (
 API_KEY = 44
 RESOURCE_TOPIC = 2
 RESOURCE_BROKER = 4
-RESOURCE_CLIENT_METRICS = 16
 SET, DELETE, APPEND, SUBTRACT = 0, 1, 2, 3
 # A resource's new overrides from its current ones, the definitions of its kind's configs
 # and the kind's name in messages ("topic", "group"); InvalidConfig to refuse.
@@ -167,11 +169,8 @@ def alter_resource(
         return ErrorCode.NONE, None
     if resource_type == RESOURCE_BROKER:
         return _alter_broker(ctx, name, overrides_of, validate_only)
-    if resource_type == RESOURCE_CLIENT_METRICS:
-        return (
-            ErrorCode.INVALID_REQUEST,
-            "minicoord keeps no client-metrics subscriptions (KIP-714)",
-        )
+    if resource_type == CLIENT_METRICS:
+        return _alter_client_metrics(ctx, name, overrides_of, validate_only)
     if resource_type != RESOURCE_TOPIC:
         # Legacy AlterConfigs does not take BROKER_LOGGER either (ConfigAdminManager).
         return ErrorCode.INVALID_REQUEST, f"Unknown resource type {resource_type}"
@@ -236,6 +235,30 @@ def _alter_broker(
     return ErrorCode.NONE, None
 
 
+def _alter_client_metrics(
+    ctx: RequestContext, name: str, overrides_of: Overrides, validate_only: bool
+) -> tuple[ErrorCode, str | None]:
+    """A client-metrics subscription (server/client_metrics.py), checked as Kafka's
+    controller checks one, with its words and codes: INVALID_REQUEST for an unknown config, an
+    interval out of range or no name, INVALID_CONFIG for what does not parse."""
+    if not name:
+        return ErrorCode.INVALID_REQUEST, "Subscription name can't be empty"
+    broker = ctx.broker
+    current = broker.client_metrics.subscriptions.get(name, {})
+    try:
+        configs = overrides_of(dict(current), client_metrics.DEFS, "client metrics")
+    except UnknownConfig as exc:
+        return ErrorCode.INVALID_REQUEST, f"Unknown client metrics configuration: {exc.name}"
+    except InvalidConfig as exc:
+        return ErrorCode.INVALID_CONFIG, str(exc)
+    refusal = client_metrics.check(name, configs)
+    if refusal is not None:
+        return refusal
+    if not validate_only:
+        broker.alter_client_metrics(name, configs)
+    return ErrorCode.NONE, None
+
+
 def _other_node(name: str, node: int, mismatch: str) -> tuple[ErrorCode, str] | None:
     """The refusal of a resource naming a node other than this one (`mismatch`: Kafka's words
     for it, with {node} and {name}); its id read as Java's Integer.parseInt reads it."""
@@ -257,7 +280,13 @@ def _altered(
             # Deleting what is not there changes nothing, and Kafka's controller validates
             # only the configs a change leaves (ConfigurationControlManager): no error.
             continue
-        listed = definition is not None and definition.type is ConfigType.LIST
+        # Kafka's controller knows the types of topic and broker configs alone
+        # (KafkaRaftServer.configSchema): a client-metrics list is not splittable there.
+        listed = (
+            definition is not None
+            and definition.type is ConfigType.LIST
+            and kind in ("topic", "broker")
+        )
         if op in (APPEND, SUBTRACT) and not listed:
             # Kafka's controller asks whether the key is a list before whether it is known.
             what = "APPEND" if op == APPEND else "SUBTRACT"

@@ -1,17 +1,19 @@
 """ListConfigResources (key 74), versions 0-1: the resources one may describe configs of.
 
 Kafka 4.1's KafkaApis.handleListConfigResources (KIP-1142). Version 0 was KIP-714's
-ListClientMetricsResources and lists client-metrics resources only (minicoord has none, so
-its list is empty); v1 adds a filter by resource type, empty meaning every type v1 supports
-(TOPIC, BROKER, BROKER_LOGGER, CLIENT_METRICS, GROUP), and each resource's type. Any other
-type asked for fails the whole request with UNSUPPORTED_VERSION and no resources, as Kafka
-answers (the client and broker agree on the set per version). Needs DescribeConfigs on the
-cluster, else CLUSTER_AUTHORIZATION_FAILED and no resources; nothing per resource is checked.
+ListClientMetricsResources and lists client-metrics subscriptions only
+(server/client_metrics.py); v1 adds a filter by resource type, empty meaning every type v1
+supports (TOPIC, BROKER, BROKER_LOGGER, CLIENT_METRICS, GROUP), and each resource's type. Any
+other type asked for fails the whole request with UNSUPPORTED_VERSION and no resources, as
+Kafka answers (the client and broker agree on the set per version). Needs DescribeConfigs on
+the cluster, else CLUSTER_AUTHORIZATION_FAILED and no resources; nothing per resource is
+checked.
 
 What is listed, in Kafka's order of types: the groups with a dynamic config of their own
-(whether or not the group exists: the point of KIP-1142), no client metrics, this node's id as
-a broker logger and as a broker, then every topic, `__consumer_offsets` once it exists (Kafka's
-getAllTopics). Within a type, names are sorted (Kafka's order there is its hash maps').
+(whether or not the group exists: the point of KIP-1142), the client-metrics subscriptions,
+this node's id as a broker logger and as a broker, then every topic, `__consumer_offsets` once
+it exists (Kafka's getAllTopics). Within a type, names are sorted (Kafka's order there is its
+hash maps').
 """
 
 from __future__ import annotations
@@ -20,12 +22,13 @@ from typing import Any
 
 from minicoord.protocol.apis import SPECS
 from minicoord.protocol.errors import ErrorCode
+from minicoord.server.client_metrics import CLIENT_METRICS
 from minicoord.server.group_configs import GROUP_RESOURCE
 from minicoord.server.handlers.base import Handler, RequestContext
 from minicoord.server.security import authorize
 
 API_KEY = 74
-TOPIC, BROKER, BROKER_LOGGER, CLIENT_METRICS = 2, 4, 8, 16
+TOPIC, BROKER, BROKER_LOGGER = 2, 4, 8
 # ListConfigResourcesRequest.supportedResourceTypes(): a new type needs a new version.
 SUPPORTED = {
     0: frozenset({CLIENT_METRICS}),
@@ -48,7 +51,10 @@ def handle(ctx: RequestContext, request: Any) -> Any:
     if GROUP_RESOURCE in asked:
         groups = broker.coordinator.group_configs.overrides
         listed += [(g, GROUP_RESOURCE) for g in sorted(groups)]
-    # CLIENT_METRICS: minicoord has no client-metrics subscriptions (KIP-714) to list.
+    if CLIENT_METRICS in asked and "client_metrics" in broker.__dict__:
+        # Made on first use (server/cluster_metadata.py): none made, none to list.
+        names = broker.client_metrics.subscriptions
+        listed += [(n, CLIENT_METRICS) for n in sorted(names)]
     if BROKER_LOGGER in asked:
         listed.append((node, BROKER_LOGGER))
     if BROKER in asked:

@@ -2,8 +2,8 @@
 ConfigHelper answer it: DescribeConfigs lists the loggers with their levels (a stock admin
 client), IncrementalAlterConfigs sets or unsets a level with Kafka's checks and words, and
 the level is in force at once (a `minicoord serve` process stops printing a logger's lines);
-the cluster's DescribeConfigs/AlterConfigs is required first. Also the CLIENT_METRICS type,
-which minicoord keeps none of."""
+the cluster's DescribeConfigs/AlterConfigs is required first (for the CLIENT_METRICS type too,
+tests/data/test_client_metrics.py holding the rest of it)."""
 
 from __future__ import annotations
 
@@ -170,20 +170,6 @@ async def test_legacy_alter_configs_does_not_take_loggers(raw_client: ProtocolCl
     assert (answer.responses[0].error_code, answer.responses[0].error_message) == (
         42,
         "Unknown resource type 99",
-    )
-
-
-async def test_client_metrics_subscriptions_describe_as_none(raw_client: ProtocolClient) -> None:
-    result = await describe(raw_client, CLIENT_METRICS, "any-subscription")
-    assert (result.error_code, result.configs) == (0, [])
-    result = await describe(raw_client, CLIENT_METRICS, "")
-    assert (result.error_code, result.error_message) == (
-        42,
-        "Client metrics subscription name must not be empty",
-    )
-    assert await alter(raw_client, "sub", ("metrics", SET, "*"), rtype=CLIENT_METRICS) == (
-        42,
-        "minicoord keeps no client-metrics subscriptions (KIP-714)",
     )
 
 

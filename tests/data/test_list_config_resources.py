@@ -53,6 +53,14 @@ async def set_group_config(client: ProtocolClient, group: str, value: str | None
     assert [r.error_code for r in answer.responses] == [0], answer
 
 
+async def set_subscription(client: ProtocolClient, name: str) -> None:
+    change = ("metrics", SET, "org.apache.kafka.")
+    answer = await asyncio.wait_for(
+        client.request(incremental_alter(CLIENT_METRICS, (name, [change])), 1), 5
+    )
+    assert [r.error_code for r in answer.responses] == [0], answer
+
+
 def admin(bootstrap: str) -> KafkaAdminClient:
     return KafkaAdminClient(
         bootstrap_servers=bootstrap, client_id="list-config-resources", request_timeout_ms=10_000
@@ -98,11 +106,11 @@ async def test_a_stock_admin_client_lists_groups_with_configs_the_node_and_topic
         assert listed == {"group": ["billing"], "topic": ["audit", "orders"]}
 
 
-async def test_v0_lists_client_metrics_only_and_minicoord_has_none(
-    raw_client: ProtocolClient,
-) -> None:
+async def test_v0_lists_client_metrics_only(raw_client: ProtocolClient) -> None:
     await set_group_config(raw_client, "g", "20000")
     assert await list_resources(raw_client, 0) == (0, [])
+    await set_subscription(raw_client, "s")
+    assert await list_resources(raw_client, 0) == (0, [("s", CLIENT_METRICS)])
 
 
 async def test_v1_without_types_lists_every_v1_type_in_kafkas_order(
@@ -110,9 +118,17 @@ async def test_v1_without_types_lists_every_v1_type_in_kafkas_order(
 ) -> None:
     await set_group_config(raw_client, "g2", "20000")
     await set_group_config(raw_client, "g1", "20000")
+    await set_subscription(raw_client, "s")
     assert await list_resources(raw_client, 1) == (
         0,
-        [("g1", GROUP), ("g2", GROUP), ("0", BROKER_LOGGER), ("0", BROKER), ("topic6", TOPIC)],
+        [
+            ("g1", GROUP),
+            ("g2", GROUP),
+            ("s", CLIENT_METRICS),
+            ("0", BROKER_LOGGER),
+            ("0", BROKER),
+            ("topic6", TOPIC),
+        ],
     )
 
 

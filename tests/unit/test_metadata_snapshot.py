@@ -1,6 +1,7 @@
 """The cluster metadata log compacted at start (server/metadata_snapshot.py): whatever history
 of topics (`__consumer_offsets` too), configs (broker configs set at runtime too), ACLs, SCRAM
-users, group configs, client quotas and producer id blocks wrote it, the compacted log reads
+users, group configs, client quotas, client-metrics subscriptions and producer id blocks
+wrote it, the compacted log reads
 back to the same state, and so does a log holding both the old records and the snapshot (a
 crash between appending the snapshot and moving the log start)."""
 
@@ -41,6 +42,12 @@ GROUP_CONFIGS = [
 
 BROKER_CONFIGS = [{}, {"log.retention.ms": "5000"}, {"log.segment.bytes": "2097152"}]
 
+SUBSCRIPTIONS = [
+    {},
+    {"interval.ms": "1000"},
+    {"metrics": "org.apache.kafka.", "match": "client_id=a.*"},
+]
+
 QUOTA_ENTITIES = [(("user", "u1"),), (("user", None),), (("client-id", "c"), ("user", "u1"))]
 
 operation = st.one_of(
@@ -56,6 +63,7 @@ operation = st.one_of(
     st.tuples(st.just("unuser"), st.sampled_from(["u1", "u2"]), st.sampled_from([1, 2])),
     st.tuples(st.just("group"), st.sampled_from(["g1", "g2"]), st.sampled_from(GROUP_CONFIGS)),
     st.tuples(st.just("broker"), st.sampled_from(["", "0"]), st.sampled_from(BROKER_CONFIGS)),
+    st.tuples(st.just("metrics"), st.sampled_from(["s1", "s2"]), st.sampled_from(SUBSCRIPTIONS)),
     st.tuples(st.just("pids")),
     st.tuples(st.just("feature"), st.sampled_from([0, 1])),
     st.tuples(st.just("offsets")),
@@ -105,6 +113,8 @@ def _apply(broker: Broker, op: tuple[Any, ...]) -> None:
         broker.persist_metadata(broker.coordinator.group_configs.set(args[0], dict(args[1])))
     elif kind == "broker":
         broker.alter_broker_configs(args[0], dict(args[1]))
+    elif kind == "metrics":
+        broker.alter_client_metrics(args[0], dict(args[1]))
     elif kind == "offsets":  # made on a group's first FindCoordinator
         broker.create_offsets_topic()
     elif kind == "quota":
@@ -145,6 +155,7 @@ def _state(broker: Broker) -> dict[str, Any]:
         "quotas": {e: dict(v) for e, v in broker.client_quotas.entities.items()},
         "offsets": topics.offsets.partitions if topics.offsets_topic_exists else None,
         "broker configs": dict(topics.dynamic),
+        "client metrics": dict(broker.client_metrics.subscriptions),
         "features": (broker.features.finalized(), broker.consumer_protocol),
         # What every topic takes from them.
         "retention": [topics.config_of(t).retention_ms for t in topics.user_topics()],
@@ -183,6 +194,7 @@ def test_a_compacted_log_reads_back_to_the_same_state(ops: list[tuple[Any, ...]]
             reopened.users,
             reopened.client_quotas,
             reopened.features,
+            reopened.client_metrics,
         )
         snapshot = metadata_snapshot.snapshot_records(0, *state)
         assert metadata_snapshot.live_records(*state) == len(snapshot)

@@ -1,0 +1,168 @@
+"""Client-metrics subscriptions: KIP-714's CLIENT_METRICS config resource (type 16).
+
+A subscription is a name with up to three configs: `metrics` (the metric name prefixes a
+client is asked to push), `interval.ms` (how often) and `match` (which clients, as
+`param=regex` pairs). Kafka's admin tools (kafka-client-metrics.sh, Admin's
+incrementalAlterConfigs and describeConfigs) set, read and list them; they are ConfigRecords
+(resource type 16) in the cluster metadata log, as Kafka's controller keeps them, so they
+outlive a restart. A subscription whose last config is deleted is gone, as in Kafka.
+
+Checked as Kafka 4.1's ClientMetricsConfigs.validate checks them, with its words and error
+codes. Kafka compiles a match pattern with java.util.regex; minicoord with Python's `re`, whose
+syntax is Java's for the patterns a subscription names in practice (a literal, `.*`, classes,
+alternation) but differs at the edges (Java refuses `a{`, Python reads it literally).
+
+Subscriptions are stored and described, not served: minicoord answers neither
+GetTelemetrySubscriptions nor PushTelemetry (keys 71 and 72), which Kafka too leaves out of
+its ApiVersions unless a telemetry receiver is configured, so clients never ask.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from minicoord.protocol import metadata_records as mr
+from minicoord.protocol.errors import ErrorCode
+from minicoord.server.topic_config_defs import ConfigDef, ConfigType
+
+# The resource type, written out (mr is loaded lazily; see server/group_configs.py).
+CLIENT_METRICS = 16
+METRICS, INTERVAL, MATCH = "metrics", "interval.ms", "match"
+DEFS = {
+    METRICS: ConfigDef(METRICS, ConfigType.LIST, "", "Telemetry metric name prefix list"),
+    INTERVAL: ConfigDef(
+        INTERVAL, ConfigType.INT, "300000", "Metrics push interval in milliseconds"
+    ),
+    MATCH: ConfigDef(MATCH, ConfigType.LIST, "", "Client match criteria"),
+}
+MIN_INTERVAL_MS, MAX_INTERVAL_MS = 100, 3_600_000
+MATCH_PARAMS = frozenset(
+    {
+        "client_instance_id",
+        "client_id",
+        "client_software_name",
+        "client_software_version",
+        "client_source_address",
+        "client_source_port",
+    }
+)
+_COMMA = re.compile(r"\s*,\s*")
+
+# (error, message) of a refusal.
+Refusal = tuple[ErrorCode, str]
+
+
+def java_list(raw: str) -> list[str]:
+    """A LIST config's items as Kafka's ConfigDef.parseType reads them: empty when blank,
+    else split at commas with the spaces around them, empty items kept."""
+    text = raw.strip()
+    return _COMMA.split(text) if text else []
+
+
+def check(name: str, configs: dict[str, str]) -> Refusal | None:
+    """What is wrong with a subscription `name` holding `configs` (all of them, after the
+    change), in the order and words of Kafka's ClientMetricsConfigs.validate; None if nothing.
+    """
+    if not name:
+        return ErrorCode.INVALID_REQUEST, "Subscription name can't be empty"
+    for key in configs:
+        if key not in DEFS:
+            return ErrorCode.INVALID_REQUEST, f"Unknown client metrics configuration: {key}"
+    if INTERVAL in configs:
+        try:
+            interval = DEFS[INTERVAL].parse(configs[INTERVAL])
+        except ValueError as exc:
+            # ConfigDef.parse's ConfigException: INVALID_CONFIG.
+            return ErrorCode.INVALID_CONFIG, str(exc)
+        if not MIN_INTERVAL_MS <= interval <= MAX_INTERVAL_MS:
+            return (
+                ErrorCode.INVALID_REQUEST,
+                f"Invalid value {interval} for {INTERVAL}, interval must be between "
+                f"{MIN_INTERVAL_MS} and {MAX_INTERVAL_MS} (1 hour)",
+            )
+    for pattern in java_list(configs.get(MATCH, "")):
+        if not _legal_pattern(pattern):
+            return ErrorCode.INVALID_CONFIG, f"Illegal client matching pattern: {pattern}"
+    return None
+
+
+def _legal_pattern(pattern: str) -> bool:
+    """`param=regex` with a known param, split as Java's String.split("=") splits (trailing
+    empty parts dropped, so `client_id=` has one part), the regex compiling."""
+    parts = pattern.split("=")
+    while parts and not parts[-1]:
+        parts.pop()
+    if len(parts) != 2 or parts[0].strip() not in MATCH_PARAMS:
+        return False
+    try:
+        re.compile(parts[1].strip())
+    except re.error:
+        return False
+    return True
+
+
+class ClientMetricsSubscriptions:
+    """Every subscription's configs as given (the raw values its records hold), by name in
+    the order they were made."""
+
+    def __init__(self) -> None:
+        self.subscriptions: dict[str, dict[str, str]] = {}
+
+    def __len__(self) -> int:
+        """How many configs are set, over all subscriptions (a record each)."""
+        return sum(len(own) for own in self.subscriptions.values())
+
+    def describe(self, name: str, keys: list[str] | None) -> list[tuple[ConfigDef, str, bool]]:
+        """(definition, value, whether the subscription sets it) of each config, in name
+        order, for any name (Kafka describes one that does not exist with the defaults)."""
+        own = self.subscriptions.get(name, {})
+        return [
+            (definition, _shown(definition, own.get(key, definition.default)), key in own)
+            for key, definition in sorted(DEFS.items())
+            if keys is None or key in keys
+        ]
+
+    def set(self, name: str, configs: dict[str, str]) -> list[bytes]:
+        """Replace the subscription's configs (checked) by `configs`; the records to persist."""
+        current = self.subscriptions.get(name, {})
+        records = [_record(name, k, None) for k in current if k not in configs]
+        records += [_record(name, k, v) for k, v in configs.items() if current.get(k) != v]
+        self._install(name, dict(configs))
+        return records
+
+    def snapshot(self) -> list[bytes]:
+        """Records that make every subscription as it is now."""
+        return [_record(n, k, v) for n, own in self.subscriptions.items() for k, v in own.items()]
+
+    def replay(self, record: Any) -> None:
+        """A ConfigRecord of a subscription, read back from the metadata log at start."""
+        own = dict(self.subscriptions.get(record.resource_name, {}))
+        if record.value is None:
+            own.pop(record.name, None)
+        else:
+            own[record.name] = record.value
+        self._install(record.resource_name, own)
+
+    def _install(self, name: str, own: dict[str, str]) -> None:
+        if own:
+            self.subscriptions[name] = own
+        else:
+            self.subscriptions.pop(name, None)
+
+
+def _shown(definition: ConfigDef, raw: str) -> str:
+    """A value as Kafka describes it: parsed and written back (ConfigDef.convertToString), so
+    ` a , b` reads `a,b`; a stored value that does not parse (a log edited by hand) as it is."""
+    if definition.type is ConfigType.LIST:
+        return ",".join(java_list(raw))
+    try:
+        return str(definition.parse(raw))
+    except ValueError:
+        return raw
+
+
+def _record(name: str, key: str, value: str | None) -> bytes:
+    return mr.encode(
+        mr.ConfigRecord(resource_type=CLIENT_METRICS, resource_name=name, name=key, value=value)
+    )
