@@ -20,13 +20,12 @@ its ApiVersions unless a telemetry receiver is configured, so clients never ask.
 from __future__ import annotations
 
 import re
-from typing import Any
 
-from minicoord.protocol import metadata_records as mr
 from minicoord.protocol.errors import ErrorCode
+from minicoord.server.resource_configs import ResourceConfigs
 from minicoord.server.topic_config_defs import ConfigDef, ConfigType
 
-# The resource type, written out (mr is loaded lazily; see server/group_configs.py).
+# mr.RESOURCE_CLIENT_METRICS, written out (see server/group_configs.py).
 CLIENT_METRICS = 16
 METRICS, INTERVAL, MATCH = "metrics", "interval.ms", "match"
 DEFS = {
@@ -102,53 +101,21 @@ def _legal_pattern(pattern: str) -> bool:
     return True
 
 
-class ClientMetricsSubscriptions:
+class ClientMetricsSubscriptions(ResourceConfigs):
     """Every subscription's configs as given (the raw values its records hold), by name in
     the order they were made."""
 
-    def __init__(self) -> None:
-        self.subscriptions: dict[str, dict[str, str]] = {}
-
-    def __len__(self) -> int:
-        """How many configs are set, over all subscriptions (a record each)."""
-        return sum(len(own) for own in self.subscriptions.values())
+    resource_type = CLIENT_METRICS
 
     def describe(self, name: str, keys: list[str] | None) -> list[tuple[ConfigDef, str, bool]]:
         """(definition, value, whether the subscription sets it) of each config, in name
         order, for any name (Kafka describes one that does not exist with the defaults)."""
-        own = self.subscriptions.get(name, {})
+        own = self.overrides.get(name, {})
         return [
             (definition, _shown(definition, own.get(key, definition.default)), key in own)
             for key, definition in sorted(DEFS.items())
             if keys is None or key in keys
         ]
-
-    def set(self, name: str, configs: dict[str, str]) -> list[bytes]:
-        """Replace the subscription's configs (checked) by `configs`; the records to persist."""
-        current = self.subscriptions.get(name, {})
-        records = [_record(name, k, None) for k in current if k not in configs]
-        records += [_record(name, k, v) for k, v in configs.items() if current.get(k) != v]
-        self._install(name, dict(configs))
-        return records
-
-    def snapshot(self) -> list[bytes]:
-        """Records that make every subscription as it is now."""
-        return [_record(n, k, v) for n, own in self.subscriptions.items() for k, v in own.items()]
-
-    def replay(self, record: Any) -> None:
-        """A ConfigRecord of a subscription, read back from the metadata log at start."""
-        own = dict(self.subscriptions.get(record.resource_name, {}))
-        if record.value is None:
-            own.pop(record.name, None)
-        else:
-            own[record.name] = record.value
-        self._install(record.resource_name, own)
-
-    def _install(self, name: str, own: dict[str, str]) -> None:
-        if own:
-            self.subscriptions[name] = own
-        else:
-            self.subscriptions.pop(name, None)
 
 
 def _shown(definition: ConfigDef, raw: str) -> str:
@@ -160,9 +127,3 @@ def _shown(definition: ConfigDef, raw: str) -> str:
         return str(definition.parse(raw))
     except ValueError:
         return raw
-
-
-def _record(name: str, key: str, value: str | None) -> bytes:
-    return mr.encode(
-        mr.ConfigRecord(resource_type=CLIENT_METRICS, resource_name=name, name=key, value=value)
-    )

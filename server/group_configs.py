@@ -12,10 +12,8 @@ are not served here (minicoord has no share groups): naming one is an unknown co
 
 from __future__ import annotations
 
-from typing import Any
-
-from minicoord.protocol import metadata_records as mr
 from minicoord.server.config import Config
+from minicoord.server.resource_configs import ResourceConfigs
 from minicoord.server.topic_config_defs import ConfigDef, ConfigType, InvalidConfig
 
 # mr.RESOURCE_GROUP, written out: reading an attribute of the lazily loaded module at import
@@ -38,13 +36,15 @@ DEFS = {
 }  # fmt: skip
 
 
-class GroupConfigs:
+class GroupConfigs(ResourceConfigs):
     """Every group's overrides; `session_ms` and `interval_ms` hold the effective values of
     the groups that have one, read by the consumer groups' heartbeat path."""
 
+    resource_type = GROUP_RESOURCE
+
     def __init__(self, config: Config) -> None:
+        super().__init__()
         self.config = config
-        self.overrides: dict[str, dict[str, str]] = {}
         self.session_ms: dict[str, int] = {}
         self.interval_ms: dict[str, int] = {}
 
@@ -103,28 +103,8 @@ class GroupConfigs:
         if session <= interval:
             raise InvalidConfig(f"{SESSION} must be greater than {INTERVAL}")
 
-    def set(self, group: str, overrides: dict[str, str]) -> list[bytes]:
-        """Replace the group's overrides (checked) by `overrides`; the records to persist."""
-        current = self.overrides.get(group, {})
-        records = [_record(group, k, None) for k in current if k not in overrides]
-        records += [_record(group, k, v) for k, v in overrides.items() if current.get(k) != v]
-        self._install(group, dict(overrides))
-        return records
-
-    def snapshot(self) -> list[bytes]:
-        """Records that set every group's overrides as they are now."""
-        return [_record(g, k, v) for g, own in self.overrides.items() for k, v in own.items()]
-
-    def replay(self, record: Any) -> None:
-        """A ConfigRecord of a group, read back from the metadata log at start."""
-        own = dict(self.overrides.get(record.resource_name, {}))
-        if record.value is None:
-            own.pop(record.name, None)
-        else:
-            own[record.name] = record.value
-        self._install(record.resource_name, own)
-
     def _install(self, group: str, own: dict[str, str]) -> None:
+        super()._install(group, own)
         for values, name in ((self.session_ms, SESSION), (self.interval_ms, INTERVAL)):
             raw = own.get(name)
             # Checked before it was written, and parsed as the check parsed it; a value that
@@ -138,13 +118,3 @@ class GroupConfigs:
                 values.pop(group, None)
             else:
                 values[group] = parsed
-        if own:
-            self.overrides[group] = own
-        else:
-            self.overrides.pop(group, None)
-
-
-def _record(group: str, name: str, value: str | None) -> bytes:
-    return mr.encode(
-        mr.ConfigRecord(resource_type=GROUP_RESOURCE, resource_name=group, name=name, value=value)
-    )

@@ -61,7 +61,7 @@ def live_records(
     count += 1 + topics.transaction_state.partitions if topics.transaction_state_exists else 0
     count += sum(len(own) for own in topics.dynamic.values())
     count += 1 if producer_ids.next_block_start else 0
-    count += sum(len(own) for own in group_configs.overrides.values())
+    count += len(group_configs)
     count += len(acls) if acls is not None else 0
     if users is not None:
         count += sum(len(credentials) for credentials in users.scram.values())

@@ -244,7 +244,7 @@ def _alter_client_metrics(
     if not name:
         return ErrorCode.INVALID_REQUEST, "Subscription name can't be empty"
     broker = ctx.broker
-    current = broker.client_metrics.subscriptions.get(name, {})
+    current = broker.client_metrics.overrides.get(name, {})
     try:
         configs = overrides_of(dict(current), client_metrics.DEFS, "client metrics")
     except UnknownConfig as exc:

@@ -53,7 +53,7 @@ def handle(ctx: RequestContext, request: Any) -> Any:
         listed += [(g, GROUP_RESOURCE) for g in sorted(groups)]
     if CLIENT_METRICS in asked and "client_metrics" in broker.__dict__:
         # Made on first use (server/cluster_metadata.py): none made, none to list.
-        names = broker.client_metrics.subscriptions
+        names = broker.client_metrics.overrides
         listed += [(n, CLIENT_METRICS) for n in sorted(names)]
     if BROKER_LOGGER in asked:
         listed.append((node, BROKER_LOGGER))

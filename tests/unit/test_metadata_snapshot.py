@@ -155,7 +155,7 @@ def _state(broker: Broker) -> dict[str, Any]:
         "quotas": {e: dict(v) for e, v in broker.client_quotas.entities.items()},
         "offsets": topics.offsets.partitions if topics.offsets_topic_exists else None,
         "broker configs": dict(topics.dynamic),
-        "client metrics": dict(broker.client_metrics.subscriptions),
+        "client metrics": dict(broker.client_metrics.overrides),
         "features": (broker.features.finalized(), broker.consumer_protocol),
         # What every topic takes from them.
         "retention": [topics.config_of(t).retention_ms for t in topics.user_topics()],
