@@ -132,11 +132,12 @@ class GroupCoordinator(GroupAdmin, PartitionLoading):
         return self.txn_offsets
 
     def partition_for(self, group_id: str) -> int:
-        # The Java hash walks the id in Python on every commit; remember it per group.
+        # The Java hash walks the id in Python on every commit; remember it per group. Bounded
+        # by clearing: entries outlive their groups (at most 1 MB for the dead).
         cache = self._partitions
         partition = cache.get(group_id)
         if partition is None:
-            if len(cache) >= 100_000:
+            if len(cache) >= 8192:
                 cache.clear()
             partition = cache[group_id] = partition_for(group_id, self.offsets_partitions)
         return partition

@@ -14,12 +14,13 @@ Protocols = tuple[tuple[str, bytes], ...]
 
 # Members of a group nearly always send the same protocols with the same metadata (a
 # consumer's subscription): share one copy instead of keeping thousands. Bounded by clearing,
-# which only forgets (members keep the copies they hold): at 50,000 entries, or once the
-# metadata kept reaches 16 MiB, so that what the table alone holds stays small whoever sends
-# JoinGroups with large, ever-different subscriptions.
+# which only forgets (members keep the copies they hold): at 4,096 entries (a group's worth
+# of sharing each), or once the metadata kept reaches 4 MiB, so that what the table holds
+# for groups long gone (a server that sees new groups all day), or for JoinGroups with
+# large, ever-different subscriptions, stays a few MB.
 _INTERNED: dict[Protocols, tuple[Protocols, frozenset[str]]] = {}
-_INTERN_LIMIT = 50_000
-_INTERNED_BYTES_LIMIT = 16 << 20
+_INTERN_LIMIT = 4096
+_INTERNED_BYTES_LIMIT = 4 << 20
 _interned_bytes = 0
 
 

@@ -162,3 +162,26 @@ def test_the_shared_protocols_table_holds_a_bounded_amount_of_metadata(
     first, names = members.intern_protocols([("range", b"sub")])
     again, _ = members.intern_protocols([("range", b"sub")])
     assert again is first and names == frozenset({"range"})
+
+
+def test_caches_keyed_by_group_keep_a_few_mb_for_groups_long_gone() -> None:
+    # A CI broker sees new groups and topics all day, and each test's are deleted after it.
+    # What the hot paths remember per name must stop at a few MB, not at many times the
+    # server's own size (sweep35 measured 55-75 MB with the earlier bounds).
+    from minicoord.protocol import records
+    from minicoord.server.config import Config
+    from minicoord.server.coordinator import member as members
+    from minicoord.server.coordinator.coordinator import GroupCoordinator
+
+    coordinator = GroupCoordinator(Config())
+    name = "tests.suite.module.TestClass.test_a_long_descriptive_name-{}-" + "x" * 40
+    for i in range(20_000):
+        group = name.format(i)
+        records.offset_commit_key(group, "topic-" + group, i % 3)
+        coordinator.partition_for(group)
+        members.intern_protocols([("range", group.encode())])
+    assert len(records._KEYS) <= 8192
+    assert len(coordinator._partitions) <= 8192
+    assert len(members._INTERNED) <= 4096
+    kept = sum(len(g) * 2 for g, _, _ in records._KEYS) + sum(map(len, records._KEYS.values()))
+    assert kept < 4 << 20
