@@ -45,6 +45,9 @@ log = logging.getLogger("minicoord.broker")
 T = TypeVar("T")
 # The cluster metadata log is small: topics, configs and producer id blocks.
 METADATA_SEGMENT_BYTES = 8 * 1024 * 1024
+# In memory nothing ever replays the log (no restart reads it), so only its offsets matter:
+# it keeps about this much and drops the rest, where a server on disk compacts it at start.
+IN_MEMORY_METADATA_KEPT = 256 * 1024
 
 
 def replay_metadata(
@@ -313,6 +316,8 @@ class ClusterMetadata:
             self.open_metadata()
         plog = self._metadata_log
         assert plog is not None
+        if plog.in_memory and plog.high_watermark == plog.next_offset:
+            _drop_written_past(plog, IN_MEMORY_METADATA_KEPT)
         plog.append(records, self.now())
         self.logs.touched(METADATA_TOPIC, 0, plog)
         self._schedule_flush()
@@ -392,3 +397,13 @@ class ClusterMetadata:
         for topic in self.topics.all():
             self.data.apply_config(topic)
         log.info("broker configs of %r set at runtime: %s", resource or "every broker", overrides)
+
+
+def _drop_written_past(plog: PartitionLog, kept: int) -> None:
+    """An in-memory metadata log whose records are all written: once its active segment
+    holds more than `kept` bytes, start a new one and drop the old, keeping the offsets (a
+    server that creates and deletes topics all day would otherwise hold every record it
+    ever wrote: 368 bytes a topic, sweep35)."""
+    if plog.segments[-1].size > kept:
+        plog.roll()
+        plog.advance_start(plog.next_offset)
