@@ -80,6 +80,7 @@ class BackgroundWork:
                 if prepared is None:
                     continue
                 plog.replace_closed(prepared.closed, prepared.cleaned)
+                state.txns.forget_aborted(prepared.dropped_aborts)
             except Exception as exc:
                 log.exception("cleaning %s failed", plog.name)
                 if isinstance(exc, OSError) and not self.logs.in_memory:

@@ -12,9 +12,12 @@ segments `min.compaction.lag.ms` still protects (those holding a record younger 
 Transactions, as Kafka's cleaner treats them: the caller passes only segments below the last
 stable offset, so no open transaction's records are cleaned; records of aborted transactions
 (`aborted`: producer id, first and last offset) are dropped and never supersede a committed
-record of their key; transaction markers (control batches) are kept as they are, so a reader
-and a restart still see where each transaction ended. (Kafka drops a marker once no record of
-its transaction is left and delete.retention.ms has passed; these stay.)
+record of their key. A transaction marker (control batch) is kept as it is while any record
+of its transaction is left, so a reader and a restart still see where that transaction ended;
+once none is (its records superseded, or aborted and dropped), it goes too, as a tombstone
+does, `delete.retention.ms` after it was written (Kafka counts that time from the cleaning
+that first finds the marker alone). The aborted ones dropped are reported
+(`PreparedClean.dropped_aborts`) for the partition's index of aborted transactions.
 
 As Kafka's cleaner groups them (groupSegmentsBySize), the closed segments are cleaned in
 groups of consecutive segments holding at most `segment.bytes` between them, one output
@@ -77,6 +80,8 @@ class PreparedClean:
     closed: list[Segment]
     cleaned: list[Segment]
     result: CleanResult
+    # The offsets of the abort markers left out: their transactions are gone from the log.
+    dropped_aborts: tuple[int, ...] = ()
 
     def abandon(self) -> None:
         """Delete the cleaned segments (a swap that no longer matches the log)."""
@@ -132,6 +137,7 @@ def prepare(
     # dropped on its header alone, its records never walked. A record of a clean segment
     # survives unless its key is in the map (a newer one came after it).
     survivors = sorted(latest.values())
+    markers = _Markers(now_ms - delete_retention_ms)
     before = after = 0
     cleaned: list[Segment] = []
     groups = _group_by_size(closed, plog.segment_bytes)
@@ -149,6 +155,7 @@ def prepare(
                     latest,
                     now_ms - delete_retention_ms,
                     skip,
+                    markers,
                 )
                 before += seen
                 after += kept
@@ -171,7 +178,7 @@ def prepare(
         after,
         time.perf_counter() - started,
     )
-    return PreparedClean(closed, cleaned, result)
+    return PreparedClean(closed, cleaned, result, tuple(markers.dropped_aborts))
 
 
 def clean(
@@ -197,18 +204,21 @@ def _copy_survivors(
     latest: dict[bytes, int],
     tombstones_before: int,
     skip: _Transactions,
+    markers: _Markers,
 ) -> tuple[int, int]:
     """Write the records of `segment` that survive to `out`; (records seen, records kept)."""
     seen = kept_count = 0
     with segment.reading() as read:
         for data in read_batches(read, segment.size):
-            (first, _, _, _, _, _, last_delta, *_, count) = HEADER.unpack_from(data, 0)
+            (first, _, _, _, _, _, last_delta, _, max_ts, pid, _, _, count) = HEADER.unpack_from(
+                data, 0
+            )
             kind = skip.kind(data)
             if kind is not None:
                 if not dirty:
                     verify_batch(data)
                 seen += count
-                if kind is _MARKER:
+                if kind is _MARKER and markers.keep(data, first, pid, max_ts):
                     kept_count += count
                     out.write(bytes(data))
                 continue
@@ -230,6 +240,8 @@ def _copy_survivors(
             seen += len(keys)
             if not kept:  # superseded, or its survivors were tombstones past retention
                 continue
+            if data[ATTRIBUTES_AT + 1] & TRANSACTIONAL:
+                markers.pending.add(pid)
             kept_count += len(kept)
             if len(kept) == len(keys):
                 # An untouched batch is copied as it is: no re-encoding, same bytes.
@@ -267,6 +279,33 @@ class _Transactions:
             if first <= base <= last:
                 return _ABORTED
         return None
+
+
+class _Markers:
+    """Which transaction markers a cleaning keeps: those whose transaction still has a record
+    in the log, and the others for `delete.retention.ms` after they were written. The
+    batches are walked in offset order, and a producer's transaction is its batches since its
+    previous marker."""
+
+    def __init__(self, before: int) -> None:
+        self.before = before
+        # Producers with a batch kept since their last marker.
+        self.pending: set[int] = set()
+        self.dropped_aborts: list[int] = []
+
+    def keep(self, data: bytes | bytearray | memoryview, offset: int, pid: int, ts: int) -> bool:
+        from minicoord.storage.control_batch import ABORT, marker_type
+
+        had_records = pid in self.pending
+        self.pending.discard(pid)
+        if had_records or ts > self.before:
+            return True
+        kind = marker_type(data)
+        if kind is None:
+            return True  # not a marker this cleaner knows: kept as it is
+        if kind == ABORT:
+            self.dropped_aborts.append(offset)
+        return False
 
 
 def _group_by_size(segments: Sequence[Segment], max_bytes: int) -> list[list[Segment]]:

@@ -82,6 +82,13 @@ class PartitionTxns:
         if cut:
             del self.aborted[:cut]
 
+    def forget_aborted(self, marker_offsets: Sequence[int]) -> None:
+        """Aborted transactions whose markers the cleaner dropped, their records gone: no
+        Fetch needs to be told of them."""
+        if marker_offsets:
+            gone = set(marker_offsets)
+            self.aborted = [entry for entry in self.aborted if entry[0] not in gone]
+
     # -- rebuilding from the log ----------------------------------------------------------
 
     def load(self, info: BatchInfo) -> None:

@@ -1,7 +1,9 @@
 """Compaction of a topic written by transactions, as Kafka's cleaner treats it: the records of
 an aborted transaction are dropped and never supersede a committed record of their key, no
-record at or past the last stable offset is cleaned while its transaction is open, and the
-markers stay. Online (the server's cleaner) and offline (`minicoord log compact`)."""
+record at or past the last stable offset is cleaned while its transaction is open, and a
+marker stays while any record of its transaction does, then goes after delete.retention.ms
+(its aborted transaction with it from the partition's index; a restart still reads committed
+data past where it was). Online (the server's cleaner) and offline (`minicoord log compact`)."""
 
 from __future__ import annotations
 
@@ -67,9 +69,23 @@ def wait_for(check: object, what: str) -> None:
         time.sleep(0.2)
 
 
-def _create(server: EmbeddedServer) -> None:
+def _create(server: EmbeddedServer, **configs: str) -> None:
     admin = AdminClient({"bootstrap.servers": server.bootstrap})
-    admin.create_topics([NewTopic(TOPIC, 1, config=COMPACTED)])[TOPIC].result(CALL_S)
+    topic = NewTopic(TOPIC, 1, config={**COMPACTED, **configs})
+    admin.create_topics([topic])[TOPIC].result(CALL_S)
+
+
+def _markers(server: EmbeddedServer) -> tuple[int, list[tuple[int, int, int]]]:
+    """(control batches in the partition's log, its aborted transactions), read on the
+    server's loop."""
+    from minicoord.storage.batch import ATTRIBUTES_AT, CONTROL
+
+    def read() -> tuple[int, list[tuple[int, int, int]]]:
+        state = server.server.broker.data.partitions[(TOPIC, 0)]
+        controls = sum(1 for data in state.log.batches() if data[ATTRIBUTES_AT + 1] & CONTROL)
+        return controls, list(state.txns.aborted)
+
+    return server.call(read)
 
 
 def test_the_cleaner_drops_aborted_records_and_stops_at_the_open_transaction() -> None:
@@ -125,3 +141,38 @@ def test_offline_compaction_drops_aborted_records_too(tmp_path: Path) -> None:
         records = read(server.bootstrap, "read_uncommitted")
         assert [v for k, v in records if k == b"k"] == [b"good"], records
         assert [v for k, v in read(server.bootstrap, "read_committed") if k == b"k"] == [b"good"]
+
+
+def test_a_marker_goes_once_its_transactions_records_are_gone(tmp_path: Path) -> None:
+    # Kafka's cleaner drops a COMMIT marker once no record of its transaction is left, and an
+    # ABORT marker once its aborted records are gone, after delete.retention.ms (0 here).
+    with running({"log.cleaner.backoff.ms": 50}, data_dir=tmp_path) as server:
+        _create(server, **{"delete.retention.ms": "0"})
+        writer = Writer(server)
+        writer.transaction(b"k", b"good", commit=True)
+        writer.transaction(b"k", b"bad", commit=False)
+        writer.fillers(3)
+        # The abort's record and marker go, and the index forgets the transaction; the
+        # commit's marker stays beside its record.
+        wait_for(lambda: _markers(server) == (1, []), "the abort marker was never dropped")
+        assert [v for k, v in read(server.bootstrap, "read_committed") if k == b"k"] == [b"good"]
+
+        # A newer committed value supersedes "good": its transaction's marker goes too.
+        writer.transaction(b"k", b"newer", commit=True)
+        writer.fillers(3)
+        wait_for(
+            lambda: (
+                [v for k, v in read(server.bootstrap, "read_uncommitted") if k == b"k"]
+                == [b"newer"]
+            ),
+            "the superseded committed record was never cleaned away",
+        )
+        wait_for(lambda: _markers(server)[0] == 1, "the first commit's marker was never dropped")
+    # After a restart the log opens with no marker for what went: no transaction looks open,
+    # so a committed write after it is read at once.
+    with running({"log.cleaner.backoff.ms": 50}, data_dir=tmp_path) as server:
+        assert _markers(server) == (1, [])
+        writer = Writer(server)
+        writer.transaction(b"k", b"after-restart", commit=True)
+        committed = [v for k, v in read(server.bootstrap, "read_committed") if k == b"k"]
+        assert committed == [b"newer", b"after-restart"], committed
