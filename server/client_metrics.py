@@ -59,12 +59,10 @@ def java_list(raw: str) -> list[str]:
     return _COMMA.split(text) if text else []
 
 
-def check(name: str, configs: dict[str, str]) -> Refusal | None:
-    """What is wrong with a subscription `name` holding `configs` (all of them, after the
-    change), in the order and words of Kafka's ClientMetricsConfigs.validate; None if nothing.
-    """
-    if not name:
-        return ErrorCode.INVALID_REQUEST, "Subscription name can't be empty"
+def check(configs: dict[str, str]) -> Refusal | None:
+    """What is wrong with a subscription holding `configs` (all of them, after the change),
+    in the order and words of Kafka's ClientMetricsConfigs.validate; None if nothing. (Its
+    first check, of the name, the handler makes before it applies the change.)"""
     for key in configs:
         if key not in DEFS:
             return ErrorCode.INVALID_REQUEST, f"Unknown client metrics configuration: {key}"

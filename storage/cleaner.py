@@ -52,6 +52,7 @@ from minicoord.storage.batch import (
     rebuild_batch,
     verify_batch,
 )
+from minicoord.storage.control_batch import ABORT, marker_type
 from minicoord.storage.log_loader import CLEANED, SWAP, swap_name
 from minicoord.storage.partition_log import PartitionLog
 from minicoord.storage.record_keys import record_keys
@@ -294,8 +295,6 @@ class _Markers:
         self.dropped_aborts: list[int] = []
 
     def keep(self, data: bytes | bytearray | memoryview, offset: int, pid: int, ts: int) -> bool:
-        from minicoord.storage.control_batch import ABORT, marker_type
-
         had_records = pid in self.pending
         self.pending.discard(pid)
         if had_records or ts > self.before:

@@ -95,7 +95,7 @@ def handle(ctx: RequestContext, request: Any) -> Any:
             else:
                 described = ctx.broker.coordinator.group_configs.describe(r.resource_name, keys)
                 configs = _own_or_default_entries(
-                    described, ConfigSource.GROUP_CONFIG, synonyms, documentation
+                    described, ConfigSource.GROUP_CONFIG, synonyms, documentation, True
                 )
         elif r.resource_type == RESOURCE_BROKER:
             node = ctx.broker.config.broker_id
@@ -148,7 +148,7 @@ def handle(ctx: RequestContext, request: Any) -> Any:
                 # Any name, as Kafka: one that does not exist has the defaults.
                 described = ctx.broker.client_metrics.describe(r.resource_name, keys)
                 configs = _own_or_default_entries(
-                    described, ConfigSource.CLIENT_METRICS_CONFIG, synonyms, documentation
+                    described, ConfigSource.CLIENT_METRICS_CONFIG, synonyms, documentation, False
                 )
         else:
             error = ErrorCode.INVALID_REQUEST
@@ -170,14 +170,16 @@ def _own_or_default_entries(
     own_source: ConfigSource,
     synonyms: bool,
     documentation: bool,
+    default_synonym: bool,
 ) -> list[Any]:
     """A group's or a client-metrics subscription's configs, (definition, value, whether it
     sets it) each, as ConfigHelper describes them: `own_source` for what it sets, else the
-    default. A group's default is named among the synonyms; a subscription's is not."""
+    default, which is named among the synonyms only with `default_synonym` (a group's is, a
+    subscription's is not)."""
     out = []
     for definition, value, own in described:
         source = own_source if own else ConfigSource.DEFAULT_CONFIG
-        listed = own or own_source is ConfigSource.GROUP_CONFIG
+        listed = own or default_synonym
         out.append(
             Entry(
                 name=definition.name,

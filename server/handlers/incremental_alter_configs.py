@@ -251,7 +251,7 @@ def _alter_client_metrics(
         return ErrorCode.INVALID_REQUEST, f"Unknown client metrics configuration: {exc.name}"
     except InvalidConfig as exc:
         return ErrorCode.INVALID_CONFIG, str(exc)
-    refusal = client_metrics.check(name, configs)
+    refusal = client_metrics.check(configs)
     if refusal is not None:
         return refusal
     if not validate_only:
