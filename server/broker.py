@@ -38,6 +38,7 @@ from minicoord.storage.partition_log import PartitionLog, WriteMark
 
 if TYPE_CHECKING:
     from minicoord.server.connection import KafkaConnection
+    from minicoord.server.data.shares import Shares
     from minicoord.server.faults import Faults
     from minicoord.server.handlers.base import Channel
     from minicoord.server.metrics import Metrics
@@ -156,6 +157,23 @@ class Broker(ClusterMetadata):
             ids.claim_block()
             self.persist_metadata([ids.block_record(self.config.broker_id)])
         return ids.allocate()
+
+    @functools.cached_property
+    def shares(self) -> Shares:
+        """Share sessions and share partitions (KIP-932), made by the first share fetch."""
+        from minicoord.server.data.shares import Shares
+
+        configs = self.coordinator.group_configs
+        default_lock = self.config.group_share_record_lock_duration_ms
+        shares = Shares(
+            self.config,
+            self.timers,
+            configs.share_reset,
+            lambda group: configs.share_lock_ms.get(group, default_lock),
+        )
+        # A deleted share group's delivery state goes with it.
+        self.coordinator.shares.on_deleted = lambda group: shares.drop(lambda k: k[0] != group)
+        return shares
 
     @functools.cached_property
     def transactions(self) -> TransactionCoordinator:

@@ -58,6 +58,29 @@ _DOCS = {
     "default.",
     "group.consumer.migration.policy": "Which conversions between classic and consumer groups "
     "are allowed: bidirectional, upgrade, downgrade or disabled.",
+    "group.share.heartbeat.interval.ms": "The heartbeat interval given to the members of share "
+    "groups.",
+    "group.share.session.timeout.ms": "How long a member of a share group may be silent before "
+    "it is removed.",
+    "group.share.min.heartbeat.interval.ms": "The smallest heartbeat interval a share group "
+    "may be configured with.",
+    "group.share.max.heartbeat.interval.ms": "The largest heartbeat interval a share group "
+    "may be configured with.",
+    "group.share.min.session.timeout.ms": "The smallest session timeout a share group may be "
+    "configured with.",
+    "group.share.max.session.timeout.ms": "The largest session timeout a share group may be "
+    "configured with.",
+    "group.share.min.record.lock.duration.ms": "The shortest record lock a share group may be "
+    "configured with.",
+    "group.share.max.record.lock.duration.ms": "The longest record lock a share group may be "
+    "configured with.",
+    "group.share.max.size": "The maximum number of members a share group can hold.",
+    "group.share.record.lock.duration.ms": "How long a record delivered to a member of a share "
+    "group stays locked to it before it can be delivered again.",
+    "group.share.delivery.count.limit": "How many times a record is delivered to a share group "
+    "before it is archived.",
+    "group.share.partition.max.record.locks": "The most records of a partition a share group "
+    "may have in flight.",
     "log.retention.check.interval.ms": "How often the logs are checked for segments to delete.",
     "producer.id.expiration.ms": "How long a producer id may be silent before it is forgotten.",
     "producer.id.expiration.check.interval.ms": "How often expired producer ids are looked for.",

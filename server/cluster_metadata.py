@@ -120,6 +120,9 @@ class ClusterMetadata:
     _metadata_replayed: tuple[int, int]
 
     if TYPE_CHECKING:
+        from minicoord.server.data.shares import Shares
+
+        shares: Shares
 
         def _schedule_flush(self) -> None: ...
 
@@ -370,6 +373,8 @@ class ClusterMetadata:
         """Remove a topic, its logs, the fetches waiting on it and the offsets committed for it."""
         self.persist_metadata(self.topics.delete(topic))
         self.release(self.data.drop_topic(topic))
+        if "shares" in self.__dict__:
+            self.shares.drop(lambda key: key[1] != topic.topic_id)
         self.coordinator.on_topics_changed({topic.name}, created=False)
         self.apply(self.coordinator.delete_topic_offsets(self.now(), topic.name))
         log.info("deleted topic %s (id %s)", topic.name, topic.topic_id)

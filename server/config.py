@@ -90,6 +90,20 @@ class Config:
     group_consumer_max_assignment_interval_ms: int = 15_000
     group_consumer_assignors: str = "uniform,range"
     group_consumer_migration_policy: str = "bidirectional"
+    # KIP-932 share groups, with the consumer groups' quick heartbeat and session for the same
+    # reason (Kafka: 5 s and 45 s); the rest are Kafka's.
+    group_share_heartbeat_interval_ms: int = 500
+    group_share_min_heartbeat_interval_ms: int = 100
+    group_share_max_heartbeat_interval_ms: int = 15_000
+    group_share_session_timeout_ms: int = 10_000
+    group_share_min_session_timeout_ms: int = 1_000
+    group_share_max_session_timeout_ms: int = 60_000
+    group_share_max_size: int = 200
+    group_share_record_lock_duration_ms: int = 30_000
+    group_share_min_record_lock_duration_ms: int = 15_000
+    group_share_max_record_lock_duration_ms: int = 60_000
+    group_share_delivery_count_limit: int = 5
+    group_share_partition_max_record_locks: int = 2_000
     # Topic defaults (each topic config's broker synonym), Kafka's values. Retention and roll
     # times as Kafka reads them: log.retention.ms if set, else log.retention.minutes if set,
     # else log.retention.hours; log.roll.ms if set, else log.roll.hours (None: not set).

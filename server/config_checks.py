@@ -89,6 +89,7 @@ def _consumer_groups(config: Config) -> None:
         )
     if config.group_consumer_max_size < 1:
         raise ConfigError("group.consumer.max.size must be at least 1")
+    _check_share(config)
     if not (
         0
         <= config.group_consumer_min_assignment_interval_ms
@@ -165,12 +166,13 @@ def _rebalance_protocols(config: Config) -> None:
     if "classic" not in protocols:
         # KafkaConfig's own check.
         raise ConfigError("Disabling the 'classic' protocol is not supported.")
-    for kind, kip in (("share", "KIP-932"), ("streams", "KIP-1071")):
-        if kind in protocols:
-            raise ConfigError(
-                f"group.coordinator.rebalance.protocols: minicoord does not serve {kind} "
-                f"groups ({kip})"
-            )
+    # `share` is taken and changes nothing, as in Kafka 4.1+: share groups are on or off by
+    # the share.version feature.
+    if "streams" in protocols:
+        raise ConfigError(
+            "group.coordinator.rebalance.protocols: minicoord does not serve streams groups "
+            "(KIP-1071)"
+        )
 
 
 def _topic_defaults(config: Config) -> None:
@@ -184,3 +186,41 @@ def _topic_defaults(config: Config) -> None:
                 definition.parse(in_topic_unit(raw, factor))
             except ValueError as exc:
                 raise ConfigError(f"{name}: {exc}") from None
+
+
+def _check_share(config: Config) -> None:
+    """Kafka's bounds of the share-group configs (GroupCoordinatorConfig, ShareGroupConfig):
+    each value within its min and max (whose own defaults for the heartbeat and session are
+    lower than Kafka's, for minicoord's quick defaults), the interval under the session."""
+    for kind in ("heartbeat_interval", "session_timeout", "record_lock_duration"):
+        low, value, high = (
+            getattr(config, f"group_share_{p}{kind}_ms") for p in ("min_", "", "max_")
+        )
+        if not 1 <= low <= value <= high:
+            name = kind.replace("_", ".")
+            raise ConfigError(
+                f"group.share.{name}.ms must lie within group.share.min.{name}.ms and "
+                f"group.share.max.{name}.ms"
+            )
+    if config.group_share_heartbeat_interval_ms >= config.group_share_session_timeout_ms:
+        raise ConfigError(
+            "group.share.heartbeat.interval.ms must be less than group.share.session.timeout.ms"
+        )
+    for name, value, low, high in (
+        ("group.share.max.size", config.group_share_max_size, 1, 1000),
+        (
+            "group.share.record.lock.duration.ms",
+            config.group_share_record_lock_duration_ms,
+            1000,
+            3_600_000,
+        ),
+        ("group.share.delivery.count.limit", config.group_share_delivery_count_limit, 2, 10),
+        (
+            "group.share.partition.max.record.locks",
+            config.group_share_partition_max_record_locks,
+            100,
+            10_000,
+        ),
+    ):
+        if not low <= value <= high:
+            raise ConfigError(f"{name} must lie within {low} and {high}")

@@ -207,6 +207,9 @@ class KafkaConnection(ReplyOrder, asyncio.Protocol):
         self.closed = True
         self._queue = None
         self.broker.connections.pop(self, None)
+        if "shares" in self.broker.__dict__:
+            # Its share sessions close: the records their members hold go back to the group.
+            self.broker.shares.on_disconnect(self)
 
     def data_received(self, data: bytes) -> None:
         self.quiet_sweeps = 0

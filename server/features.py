@@ -4,12 +4,15 @@ finalized at, and UpdateFeatures' rules for changing them (Kafka's FeatureContro
 ApiVersions reports them as a Kafka 4.0 node does: `metadata.version` supported from 3.3-IV3
 (level 7) to 4.0-IV3 (25) and finalized at 4.0-IV3, the level whose API versions these are;
 `group.version` supported to 1 and finalized at 1 (KIP-848's consumer protocol on);
+`share.version` supported to 1 and finalized at 1 (KIP-932's share groups on, as a new Kafka 4.2
+cluster has them, though Kafka ties that level to a later metadata version than 4.0's);
 `kraft.version` supported 0-1 and not finalized (level 0: a static quorum, the shape
 DescribeQuorum answers in). `transaction.version` is not listed: only its level 0 (the classic
 transaction protocol) is served, and clients read its absence as that.
 
 `group.version` can be changed: at 0 the consumer protocol is off (ConsumerGroupHeartbeat
 and ConsumerGroupDescribe answer UNSUPPORTED_VERSION, as Kafka's do), at 1 on again.
+`share.version` likewise turns the share-group requests off and on.
 `kraft.version` can be moved to 1 and back, as FeatureControlManager checks any feature, and
 that changes nothing else here (one voter either way). Each
 change is a FeatureLevelRecord in the cluster metadata log, so it outlives a restart. The
@@ -28,11 +31,18 @@ from minicoord.protocol import metadata_records as mr
 METADATA_VERSION = "metadata.version"
 GROUP_VERSION = "group.version"
 KRAFT_VERSION = "kraft.version"
+SHARE_VERSION = "share.version"
 # Each feature this node supports, with its (lowest, highest) level: Kafka 4.0's
 # BrokerFeatures.defaultSupportedFeatures, but transaction.version.
-SUPPORTED = {METADATA_VERSION: (7, 25), KRAFT_VERSION: (0, 1), GROUP_VERSION: (0, 1)}
-# The levels a new cluster is finalized at (a 4.0 cluster formatted at its release's).
-INITIAL = {METADATA_VERSION: 25, GROUP_VERSION: 1}
+SUPPORTED = {
+    METADATA_VERSION: (7, 25),
+    KRAFT_VERSION: (0, 1),
+    GROUP_VERSION: (0, 1),
+    SHARE_VERSION: (0, 1),
+}
+# The levels a new cluster is finalized at (a 4.0 cluster formatted at its release's, with
+# share groups on as in 4.2).
+INITIAL = {METADATA_VERSION: 25, GROUP_VERSION: 1, SHARE_VERSION: 1}
 # UpdateFeatures' upgrade types (FeatureUpdate.UpgradeType).
 UPGRADE, SAFE_DOWNGRADE, UNSAFE_DOWNGRADE = 1, 2, 3
 

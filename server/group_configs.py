@@ -6,8 +6,14 @@ with DescribeConfigs for any group id, existing or not, as in Kafka. The values 
 against the broker's min and max, and the session must stay longer than the interval
 (GroupConfig.validateValues); they are ConfigRecords (resource type 32) in the cluster
 metadata log, so they outlive a restart. A member's session and the interval a heartbeat
-answers with follow the group's values from its next heartbeat. Kafka's share-group configs
-are not served here (minicoord has no share groups): naming one is an unknown config.
+answers with follow the group's values from its next heartbeat.
+
+Share groups (KIP-932) have their own: `share.session.timeout.ms`,
+`share.heartbeat.interval.ms`, `share.record.lock.duration.ms` (each within the broker's
+group.share.min/max ones), `share.auto.offset.reset` (latest, earliest or
+by_duration:<ISO 8601 duration>) and `share.isolation.level`. The
+isolation level takes only read_uncommitted here: minicoord's share fetches do not leave out
+aborted transactions, so read_committed is refused rather than not kept.
 """
 
 from __future__ import annotations
@@ -21,7 +27,28 @@ from minicoord.server.topic_config_defs import ConfigDef, ConfigType, InvalidCon
 GROUP_RESOURCE = 32
 SESSION = "consumer.session.timeout.ms"
 INTERVAL = "consumer.heartbeat.interval.ms"
+SHARE_SESSION = "share.session.timeout.ms"
+SHARE_INTERVAL = "share.heartbeat.interval.ms"
+SHARE_LOCK = "share.record.lock.duration.ms"
+SHARE_RESET = "share.auto.offset.reset"
+SHARE_ISOLATION = "share.isolation.level"
 INT_MAX = 2**31 - 1
+
+
+def _reset_problem(value: str) -> str | None:
+    if value in ("latest", "earliest"):
+        return None
+    if value.startswith("by_duration:"):
+        from minicoord.server.data.shares import duration_ms
+
+        try:
+            if duration_ms(value[len("by_duration:") :]) >= 0:
+                return None
+        except ValueError:
+            pass
+    return "must be latest, earliest or by_duration:<ISO 8601 duration>"
+
+
 DEFS = {
     SESSION: ConfigDef(
         SESSION, ConfigType.INT, "45000",
@@ -33,7 +60,35 @@ DEFS = {
         "The heartbeat interval given to the members of a consumer group.",
         "group.consumer.heartbeat.interval.ms", 1,
     ),
+    SHARE_SESSION: ConfigDef(
+        SHARE_SESSION, ConfigType.INT, "45000",
+        "The timeout to detect client failures when using the share group protocol.",
+        "group.share.session.timeout.ms", 1,
+    ),
+    SHARE_INTERVAL: ConfigDef(
+        SHARE_INTERVAL, ConfigType.INT, "5000",
+        "The heartbeat interval given to the members of a share group.",
+        "group.share.heartbeat.interval.ms", 1,
+    ),
+    SHARE_LOCK: ConfigDef(
+        SHARE_LOCK, ConfigType.INT, "30000",
+        "The record acquisition lock duration in milliseconds for share groups.",
+        "group.share.record.lock.duration.ms", 1,
+    ),
+    SHARE_RESET: ConfigDef(
+        SHARE_RESET, ConfigType.STRING, "latest",
+        "The strategy to initialize the share-partition start offset.",
+        check=_reset_problem,
+    ),
+    SHARE_ISOLATION: ConfigDef(
+        SHARE_ISOLATION, ConfigType.STRING, "read_uncommitted",
+        "Controls how to read records written transactionally (minicoord: read_uncommitted "
+        "only).",
+        choices=("read_uncommitted",),
+    ),
 }  # fmt: skip
+# The int configs whose effective values the group paths read, each into its own dict.
+_READ = (SESSION, INTERVAL, SHARE_SESSION, SHARE_INTERVAL, SHARE_LOCK)
 
 
 class GroupConfigs(ResourceConfigs):
@@ -45,14 +100,29 @@ class GroupConfigs(ResourceConfigs):
     def __init__(self, config: Config) -> None:
         super().__init__()
         self.config = config
-        self.session_ms: dict[str, int] = {}
-        self.interval_ms: dict[str, int] = {}
+        self.values: dict[str, dict[str, int]] = {name: {} for name in _READ}
+        self.session_ms = self.values[SESSION]
+        self.interval_ms = self.values[INTERVAL]
+        self.share_session_ms = self.values[SHARE_SESSION]
+        self.share_interval_ms = self.values[SHARE_INTERVAL]
+        self.share_lock_ms = self.values[SHARE_LOCK]
 
-    def defaults(self) -> dict[str, int]:
+    def defaults(self) -> dict[str, int | str]:
+        c = self.config
         return {
-            SESSION: self.config.group_consumer_session_timeout_ms,
-            INTERVAL: self.config.group_consumer_heartbeat_interval_ms,
+            SESSION: c.group_consumer_session_timeout_ms,
+            INTERVAL: c.group_consumer_heartbeat_interval_ms,
+            SHARE_SESSION: c.group_share_session_timeout_ms,
+            SHARE_INTERVAL: c.group_share_heartbeat_interval_ms,
+            SHARE_LOCK: c.group_share_record_lock_duration_ms,
+            SHARE_RESET: "latest",
+            SHARE_ISOLATION: "read_uncommitted",
         }
+
+    def share_reset(self, group: str) -> str:
+        """The group's share.auto.offset.reset."""
+        raw = self.overrides.get(group, {}).get(SHARE_RESET)
+        return raw.strip() if raw is not None and _reset_problem(raw.strip()) is None else "latest"
 
     def describe(self, group: str, keys: list[str] | None) -> list[tuple[ConfigDef, str, bool]]:
         """(definition, value, whether the group sets it) of each config, in name order."""
@@ -65,13 +135,16 @@ class GroupConfigs(ResourceConfigs):
             if keys is None or name in keys
         ]
 
-    def effective(self, group: str) -> dict[str, int]:
+    def effective(self, group: str) -> dict[str, int | str]:
         """The group's own values that apply (a stored value that does not parse is not)."""
-        out = {}
-        if group in self.session_ms:
-            out[SESSION] = self.session_ms[group]
-        if group in self.interval_ms:
-            out[INTERVAL] = self.interval_ms[group]
+        out: dict[str, int | str] = {
+            name: values[group] for name, values in self.values.items() if group in values
+        }
+        own = self.overrides.get(group, {})
+        if SHARE_RESET in own:
+            out[SHARE_RESET] = self.share_reset(group)
+        if SHARE_ISOLATION in own:
+            out[SHARE_ISOLATION] = own[SHARE_ISOLATION].strip()
         return out
 
     def check(self, overrides: dict[str, str]) -> None:
@@ -87,6 +160,7 @@ class GroupConfigs(ResourceConfigs):
                 raise InvalidConfig(str(exc)) from None
         c = self.config
         interval, session = values[INTERVAL], values[SESSION]
+        share_interval, share_session = values[SHARE_INTERVAL], values[SHARE_SESSION]
         for name, value, low, high, low_key, high_key in (
             (INTERVAL, interval, c.group_consumer_min_heartbeat_interval_ms,
              c.group_consumer_max_heartbeat_interval_ms,
@@ -95,6 +169,16 @@ class GroupConfigs(ResourceConfigs):
             (SESSION, session, c.group_consumer_min_session_timeout_ms,
              c.group_consumer_max_session_timeout_ms,
              "group.consumer.min.session.timeout.ms", "group.consumer.max.session.timeout.ms"),
+            (SHARE_INTERVAL, share_interval, c.group_share_min_heartbeat_interval_ms,
+             c.group_share_max_heartbeat_interval_ms,
+             "group.share.min.heartbeat.interval.ms", "group.share.max.heartbeat.interval.ms"),
+            (SHARE_SESSION, share_session, c.group_share_min_session_timeout_ms,
+             c.group_share_max_session_timeout_ms,
+             "group.share.min.session.timeout.ms", "group.share.max.session.timeout.ms"),
+            (SHARE_LOCK, values[SHARE_LOCK], c.group_share_min_record_lock_duration_ms,
+             c.group_share_max_record_lock_duration_ms,
+             "group.share.min.record.lock.duration.ms",
+             "group.share.max.record.lock.duration.ms"),
         ):  # fmt: skip
             if value < low:
                 raise InvalidConfig(f"{name} must be greater than or equal to {low_key}")
@@ -102,10 +186,12 @@ class GroupConfigs(ResourceConfigs):
                 raise InvalidConfig(f"{name} must be less than or equal to {high_key}")
         if session <= interval:
             raise InvalidConfig(f"{SESSION} must be greater than {INTERVAL}")
+        if share_session <= share_interval:  # type: ignore[operator]
+            raise InvalidConfig(f"{SHARE_SESSION} must be greater than {SHARE_INTERVAL}")
 
     def _install(self, group: str, own: dict[str, str]) -> None:
         super()._install(group, own)
-        for values, name in ((self.session_ms, SESSION), (self.interval_ms, INTERVAL)):
+        for name, values in self.values.items():
             raw = own.get(name)
             # Checked before it was written, and parsed as the check parsed it; a value that
             # does not parse anyway (a log edited by hand) is left to the broker's, never a

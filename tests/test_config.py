@@ -55,7 +55,6 @@ def test_kafka_names_map_to_fields() -> None:
         {"group.coordinator.rebalance.protocols": "classic,modern"},
         {"group.coordinator.rebalance.protocols": ""},
         # Kafka's, but not served here.
-        {"group.coordinator.rebalance.protocols": "classic,consumer,share"},
         {"group.coordinator.rebalance.protocols": "classic,streams"},
         # KRaft's identity: node.id and broker.id agree, and are not negative.
         {"node.id": "1", "broker.id": "2"},
@@ -106,6 +105,28 @@ def test_rebalance_protocols() -> None:
     assert Config.from_pairs(
         {"group.coordinator.rebalance.protocols": "consumer,classic"}
     ).consumer_protocol_enabled
+    # `share` is a no-op in Kafka 4.1+ (share.version decides), so setups that still name it
+    # start.
+    assert Config.from_pairs(
+        {"group.coordinator.rebalance.protocols": "classic,consumer,share"}
+    ).consumer_protocol_enabled
+
+
+def test_share_group_configs_are_bounded_as_kafkas() -> None:
+    for pairs in (
+        {"group.share.delivery.count.limit": "1"},
+        {"group.share.partition.max.record.locks": "50"},
+        {"group.share.record.lock.duration.ms": "999"},
+        {"group.share.heartbeat.interval.ms": "10000"},  # not under the session timeout
+    ):
+        with pytest.raises(ConfigError):
+            Config.from_pairs(pairs)
+    config = Config.from_pairs({"group.share.delivery.count.limit": "10"})
+    assert config.group_share_delivery_count_limit == 10
+    # A quick lock for tests: the min comes down with it.
+    quick = {"group.share.min.record.lock.duration.ms": "1000"}
+    config = Config.from_pairs({**quick, "group.share.record.lock.duration.ms": "2000"})
+    assert config.group_share_record_lock_duration_ms == 2000
 
 
 def test_times_whose_kafka_default_is_null_are_unset_until_given() -> None:

@@ -16,11 +16,13 @@ from minicoord.server.coordinator.results import Effects, GroupDescription, Grou
 if TYPE_CHECKING:
     from minicoord.server.coordinator.consumer.group import ConsumerGroup
     from minicoord.server.coordinator.consumer.manager import ConsumerGroupManager
+    from minicoord.server.coordinator.share.groups import ShareGroup, ShareGroups
 
 
 class GroupAdmin:
     groups: GroupManager
     consumers: ConsumerGroupManager
+    shares: ShareGroups
     offsets: OffsetsManager
     partition_status: dict[int, PartitionStatus]
 
@@ -33,6 +35,8 @@ class GroupAdmin:
         def unavailable(self, group_id: str) -> ErrorCode | None: ...
 
         def consumer_group(self, group_id: str) -> ConsumerGroup | None: ...
+
+        def share_group(self, group_id: str) -> ShareGroup | None: ...
 
     def consumer_group_describe(self, group_ids: list[str]) -> list[ConsumerGroupDescription]:
         # Loaded by the first ConsumerGroupDescribe, not at start: most servers never get one.
@@ -48,6 +52,9 @@ class GroupAdmin:
                 out.append(ConsumerGroupDescription(gid, ErrorCode.INVALID_GROUP_ID))
             elif error is not None:
                 out.append(ConsumerGroupDescription(gid, error))
+            elif self.share_group(gid) is not None:
+                message = f"Group {gid} is not a consumer group."
+                out.append(ConsumerGroupDescription(gid, ErrorCode.GROUP_ID_NOT_FOUND, message))
             else:
                 out.append(describe_consumer_group(self.consumers, gid))
         return out
@@ -58,8 +65,8 @@ class GroupAdmin:
             error = self.unavailable(gid)
             if error is not None:
                 out.append(GroupDescription(gid, error, "", "", ""))
-            elif self.consumer_group(gid) is not None:
-                # The classic API does not describe consumer groups: Kafka answers "Dead".
+            elif self.consumer_group(gid) is not None or self.share_group(gid) is not None:
+                # The classic API does not describe other groups: Kafka answers "Dead".
                 out.append(
                     GroupDescription(
                         gid,
@@ -96,6 +103,13 @@ class GroupAdmin:
                 continue
             if self.unavailable(listing.group_id) is None:
                 listings.append(listing)
+        if "shares" in self.__dict__:
+            for share in self.shares.groups.values():
+                listing = GroupListing(share.group_id, "share", share.state, "share")
+                if wanted_states is not None and listing.state.lower() not in wanted_states:
+                    continue
+                if wanted_types is None or "share" in wanted_types:
+                    listings.append(listing)
         return ErrorCode.NONE, listings
 
     def delete_groups(self, now: int, group_ids: list[str]) -> Result[list[ErrorCode]]:
@@ -110,7 +124,9 @@ class GroupAdmin:
                 continue
             error = self.unavailable(gid)
             consumer = self.consumer_group(gid)
-            if error is None and consumer is not None:
+            if error is None and self.share_group(gid) is not None:
+                error = self.shares.delete(gid)
+            elif error is None and consumer is not None:
                 if consumer.members:
                     error = ErrorCode.NON_EMPTY_GROUP
                 else:

@@ -43,6 +43,7 @@ if TYPE_CHECKING:
     from minicoord.server.coordinator.consumer.mixed import MixedGroups
     from minicoord.server.coordinator.consumer.requests import HeartbeatOutcome, HeartbeatRequest
     from minicoord.server.coordinator.consumer.targets import TopicsView
+    from minicoord.server.coordinator.share.groups import ShareGroup, ShareGroups
     from minicoord.server.coordinator.txn_offsets import PendingTxnOffsets
 
 log = logging.getLogger("minicoord.coordinator")
@@ -109,6 +110,25 @@ class GroupCoordinator(GroupAdmin, PartitionLoading):
         consumers.session_overrides = self.group_configs.session_ms
         consumers.interval_overrides = self.group_configs.interval_ms
         return consumers
+
+    @cached_property
+    def shares(self) -> ShareGroups:
+        """KIP-932 share groups, made by the first ShareGroupHeartbeat. They are kept apart
+        from the other groups (their requests are others), but one id is one group."""
+        from minicoord.server.coordinator.share.groups import ShareGroups
+
+        return ShareGroups(
+            self.config,
+            self.timers,
+            self.topics,
+            lambda group_id: group_id in self.groups.groups,
+            self.group_configs.share_session_ms,
+            self.group_configs.share_interval_ms,
+        )
+
+    def share_group(self, group_id: str) -> ShareGroup | None:
+        """The share group of this id, if there is one; loads nothing if there is none."""
+        return self.shares.groups.get(group_id) if "shares" in self.__dict__ else None
 
     def consumer_group(self, group_id: str) -> ConsumerGroup | None:
         """The consumer group of this id, if it is one; loads nothing if it is not."""
@@ -245,6 +265,9 @@ class GroupCoordinator(GroupAdmin, PartitionLoading):
     ) -> Result[None]:
         fx = Effects()
         error = self.unavailable(group_id)
+        if error is None and self.share_group(group_id) is not None:
+            # As Kafka's classicGroupJoin for a group of another type.
+            error = ErrorCode.INCONSISTENT_GROUP_PROTOCOL
         if error is not None:
             fx.reply(ticket, JoinOutcome(error, member_id=member_id))
             return fx.result(None)
@@ -414,6 +437,10 @@ class GroupCoordinator(GroupAdmin, PartitionLoading):
                     f"Group {gid} is not a consumer group.",
                 )  # fmt: skip
             elif existing is None:
+                if self.share_group(gid) is not None:
+                    raise HeartbeatError(
+                        ErrorCode.GROUP_ID_NOT_FOUND, f"Group {gid} is not a consumer group."
+                    )
                 group, created = ConsumerGroup(gid, self.partition_for(gid)), True
             else:
                 group, created, converted = self.mixed.upgrade(fx, now, existing), True, existing
@@ -450,6 +477,8 @@ class GroupCoordinator(GroupAdmin, PartitionLoading):
         """Topics were created, deleted or grew: consumer groups subscribed to them follow."""
         if "consumers" in self.__dict__:  # else there are none
             self.consumers.on_topics_changed(names, created)
+        if "shares" in self.__dict__:
+            self.shares.on_topics_changed()
 
     def on_acls_changed(self) -> None:
         """What a principal may describe may have changed: consumer groups resolve their

@@ -41,7 +41,31 @@ async def describe(client: Any, group: str) -> tuple[int, dict[str, tuple[str, i
     )
     result = described.results[0]
     return result.error_code, {
-        c.name: (c.value, c.config_source, c.config_type) for c in result.configs
+        c.name: (c.value, c.config_source, c.config_type)
+        for c in result.configs
+        if c.name.startswith("consumer.")
+    }
+
+
+async def describe_share(client: Any, group: str) -> dict[str, tuple[str, int]]:
+    """The share-group configs of a group: value and source."""
+    described = await client.request(
+        DescribeConfigsRequest(
+            version=4,
+            resources=[
+                DescribeConfigsRequest.DescribeConfigsResource(
+                    resource_type=GROUP, resource_name=group, configuration_keys=None
+                )
+            ],
+            include_synonyms=False,
+            include_documentation=False,
+        ),
+        4,
+    )
+    return {
+        c.name: (c.value, c.config_source)
+        for c in described.results[0].configs
+        if c.name.startswith("share.")
     }
 
 
@@ -141,12 +165,45 @@ async def test_a_groups_configs_are_described_altered_checked_and_kept(tmp_path:
             for name, configs in groups.items()
             for key, entry in configs.items()
         }
+        values = {k: v for k, v in values.items() if not k[1].startswith("share.")}
         assert values == {
             ("g", SESSION): "3000",
             ("g", INTERVAL): "500",
             ("h", SESSION): "4000",
             ("h", INTERVAL): "500",
         }
+
+
+@pytest.mark.asyncio
+async def test_a_share_groups_configs_are_described_checked_and_kept(tmp_path: Path) -> None:
+    lock, reset = "share.record.lock.duration.ms", "share.auto.offset.reset"
+    with running(configs=CONFIGS, topics=[("t", 1)], data_dir=tmp_path) as server:
+        host, port = server.bootstrap.rsplit(":", 1)
+        async with await ProtocolClient.connect(host, int(port)) as client:
+            # Kafka 4.2's share-group configs, with the broker's values as defaults.
+            assert await describe_share(client, "s") == {
+                "share.auto.offset.reset": ("latest", DEFAULT),
+                "share.heartbeat.interval.ms": ("500", DEFAULT),
+                "share.isolation.level": ("read_uncommitted", DEFAULT),
+                lock: ("30000", DEFAULT),
+                "share.session.timeout.ms": ("10000", DEFAULT),
+            }
+            invalid = ErrorCode.INVALID_CONFIG
+            assert (await alter(client, "s", (lock, SET, "999")))[0] == invalid
+            assert (await alter(client, "s", (reset, SET, "sometime")))[0] == invalid
+            assert (await alter(client, "s", (reset, SET, "by_duration:PT")))[0] == invalid
+            # Only read_uncommitted is served (README).
+            level = ("share.isolation.level", SET, "read_committed")
+            assert (await alter(client, "s", level))[0] == invalid
+            changes = ((lock, SET, "15000"), (reset, SET, "by_duration:PT1H"))
+            assert await alter(client, "s", *changes) == (0, "")
+    with running(configs=CONFIGS, data_dir=tmp_path) as server:
+        host, port = server.bootstrap.rsplit(":", 1)
+        async with await ProtocolClient.connect(host, int(port)) as client:
+            described = await describe_share(client, "s")
+            assert described[lock] == ("15000", GROUP_CONFIG)
+            assert described[reset] == ("by_duration:PT1H", GROUP_CONFIG)
+            assert server.server.broker.coordinator.group_configs.share_lock_ms == {"s": 15000}
 
 
 @pytest.mark.asyncio

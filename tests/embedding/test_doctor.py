@@ -70,7 +70,7 @@ def test_doctor_against_minicoord(
     assert row(out, "0") == ["0", "127.0.0.1", str(server.port), "-", "yes"]  # the broker
     assert row(out, "68") == ["68", "ConsumerGroupHeartbeat", "0-1"]
     assert row(out, "22") == ["22", "InitProducerId", "0-5"]
-    assert "finalized features: group.version=1, metadata.version=25" in out
+    assert "finalized features: group.version=1, metadata.version=25, share.version=1" in out
     assert row(out, TOPIC) == [TOPIC, "3", "no"]
     assert row(out, "__consumer_offsets") == ["__consumer_offsets", "50", "yes"]
     assert row(out, group_id) == [group_id, "classic", "Empty", "-"]  # no protocol type
@@ -115,7 +115,11 @@ def test_doctor_against_minicoord(
     assert report["brokers"] == [
         {"node_id": 0, "host": "127.0.0.1", "port": server.port, "rack": None, "reachable": True}
     ]
-    assert report["finalized_features"] == {"group.version": 1, "metadata.version": 25}
+    assert report["finalized_features"] == {
+        "group.version": 1,
+        "metadata.version": 25,
+        "share.version": 1,
+    }
     assert {"name": TOPIC, "partitions": 3, "internal": False, "error": 0} in report["topics"]
     assert report["checks"] == [
         {

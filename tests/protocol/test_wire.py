@@ -74,6 +74,12 @@ from minicoord.protocol.consumer_group_apis import (
     ConsumerGroupHeartbeatRequest,
 )
 from minicoord.protocol.errors import ErrorCode
+from minicoord.protocol.share_group_apis import (
+    ShareAcknowledgeRequest,
+    ShareFetchRequest,
+    ShareGroupDescribeRequest,
+    ShareGroupHeartbeatRequest,
+)
 from minicoord.server.app import Server
 from minicoord.server.handlers import ADVERTISED_FROM, HandlerRegistry
 
@@ -586,6 +592,70 @@ def _sample(key: int, version: int, topic_id: uuid.UUID) -> tuple[Any, Any]:
             version=version, group_ids=[group], include_authorized_operations=False
         )
         return req, lambda r: [g.error_code for g in r.groups] == [ErrorCode.GROUP_ID_NOT_FOUND]
+    if key == 76:
+        req = ShareGroupHeartbeatRequest(
+            version=version,
+            group_id=group,
+            member_id="share-member",
+            member_epoch=0,
+            rack_id=None,
+            subscribed_topic_names=[TOPIC],
+        )
+
+        def shared(r: Any) -> bool:
+            owned = sorted(p for t in r.assignment.topic_partitions for p in t.partitions)
+            return (r.error_code, r.member_epoch, owned) == (0, 1, list(range(6)))
+
+        return req, shared
+    if key == 77:
+        req = ShareGroupDescribeRequest(
+            version=version, group_ids=[group], include_authorized_operations=False
+        )
+        return req, lambda r: [g.error_code for g in r.groups] == [ErrorCode.GROUP_ID_NOT_FOUND]
+    if key == 78:
+        asked = ShareFetchRequest.FetchTopic
+        req = ShareFetchRequest(
+            version=version,
+            group_id=group,
+            member_id="share-member",
+            share_session_epoch=0,
+            max_wait_ms=0,
+            min_bytes=1,
+            max_bytes=1 << 20,
+            max_records=500,
+            batch_size=500,
+            topics=[
+                asked(
+                    topic_id=topic_id,
+                    partitions=[
+                        asked.FetchPartition(partition_index=0, acknowledgement_batches=[])
+                    ],
+                )
+            ],
+            forgotten_topics_data=[],
+        )
+
+        def opened(r: Any) -> bool:
+            (t,) = r.responses
+            (p,) = t.partitions
+            return (r.error_code, t.topic_id, p.partition_index, p.error_code, p.records) == (
+                0,
+                topic_id,
+                0,
+                0,
+                b"",
+            )
+
+        return req, opened
+    if key == 79:
+        req = ShareAcknowledgeRequest(
+            version=version,
+            group_id=group,
+            member_id="share-member",
+            share_session_epoch=0,
+            topics=[],
+        )
+        return req, lambda r: r.error_code == ErrorCode.INVALID_SHARE_SESSION_EPOCH
     # The ACL APIs on a server without an authorizer: SECURITY_DISABLED, as Kafka answers.
     disabled = ErrorCode.SECURITY_DISABLED
     if key == 30:
@@ -871,8 +941,14 @@ async def test_api_versions_reports_the_features_of_a_kafka_4_0_broker(
     if version >= 4:
         expected["group.version"] = (0, 1)
         expected["kraft.version"] = (0, 1)
+        expected["share.version"] = (0, 1)
     assert supported == expected
-    assert finalized == {"metadata.version": (25, 25), "group.version": (1, 1)}
+    # share.version at 1, as a Kafka 4.2 cluster starts.
+    assert finalized == {
+        "metadata.version": (25, 25),
+        "group.version": (1, 1),
+        "share.version": (1, 1),
+    }
     assert response.finalized_features_epoch >= 0
 
 

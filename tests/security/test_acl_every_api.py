@@ -73,6 +73,10 @@ EXPECTED: dict[int, ErrorCode | None] = {
     74: CLUSTER_DENIED,  # ListConfigResources: DescribeConfigs on the cluster
     68: GROUP_DENIED,
     69: GROUP_DENIED,
+    76: GROUP_DENIED,  # ShareGroupHeartbeat: Read on the group
+    77: GROUP_DENIED,  # ShareGroupDescribe: Describe on the group
+    78: GROUP_DENIED,  # ShareFetch: Read on the group
+    79: GROUP_DENIED,  # ShareAcknowledge: Read on the group
     30: CLUSTER_DENIED,
     29: CLUSTER_DENIED,
     31: CLUSTER_DENIED,
