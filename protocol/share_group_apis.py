@@ -1,5 +1,6 @@
-"""ShareGroupHeartbeat (76), ShareGroupDescribe (77), ShareFetch (78) and ShareAcknowledge (79):
-the KIP-932 share-group messages kafka-python 3.x does not ship, generated from our schemas
+"""ShareGroupHeartbeat (76), ShareGroupDescribe (77), ShareFetch (78), ShareAcknowledge (79),
+and DescribeShareGroupOffsets, AlterShareGroupOffsets and DeleteShareGroupOffsets (90-92): the
+KIP-932 share-group messages kafka-python 3.x does not ship, generated from our schemas
 (protocol/schemas/) as consumer_group_apis.py generates the KIP-848 ones."""
 
 from __future__ import annotations
@@ -37,4 +38,28 @@ class ShareAcknowledgeRequest(ApiMessage, load_json=schemas):
 
 
 class ShareAcknowledgeResponse(ApiMessage, load_json=schemas):
+    pass
+
+
+class DescribeShareGroupOffsetsRequest(ApiMessage, load_json=schemas):
+    pass
+
+
+class DescribeShareGroupOffsetsResponse(ApiMessage, load_json=schemas):
+    pass
+
+
+class AlterShareGroupOffsetsRequest(ApiMessage, load_json=schemas):
+    pass
+
+
+class AlterShareGroupOffsetsResponse(ApiMessage, load_json=schemas):
+    pass
+
+
+class DeleteShareGroupOffsetsRequest(ApiMessage, load_json=schemas):
+    pass
+
+
+class DeleteShareGroupOffsetsResponse(ApiMessage, load_json=schemas):
     pass

@@ -272,6 +272,10 @@ class SharePartition:
     def in_flight(self) -> int:
         return self.end - self.start
 
+    def done_in_flight(self) -> int:
+        """Records of the window already done (Kafka's delivery-complete count)."""
+        return sum(1 for e in self.records.values() if e.state in (ACKNOWLEDGED, ARCHIVED))
+
 
 def _ranges(records: dict[int, InFlight], offsets: list[int]) -> list[AcquiredRange]:
     """Consecutive offsets with one delivery count, as Kafka's AcquiredRecords."""

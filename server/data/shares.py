@@ -133,6 +133,22 @@ class Shares:
             return found[0] if found is not None else plog.high_watermark
         return plog.high_watermark
 
+    def start_at(self, group: str, topic_id: Any, index: int, start: int) -> None:
+        """The group's partition starts again at `start`, nothing in flight
+        (AlterShareGroupOffsets, on an empty group)."""
+        key = (group, topic_id, index)
+        self.partitions[key] = SharePartition(
+            key, start, self.timers, self.config.group_share_delivery_count_limit
+        )
+
+    def topics_of(self, group: str) -> dict[Any, list[int]]:
+        """{topic id: partitions} the group has a share partition of."""
+        out: dict[Any, list[int]] = {}
+        for g, topic_id, index in sorted(self.partitions, key=lambda k: (str(k[1]), k[2])):
+            if g == group:
+                out.setdefault(topic_id, []).append(index)
+        return out
+
     def drop(self, keep: Callable[[PartitionKey], bool]) -> None:
         """Forget the share partitions `keep` refuses (a deleted group's or topic's)."""
         for key in [k for k in self.partitions if not keep(k)]:

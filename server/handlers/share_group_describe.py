@@ -1,6 +1,7 @@
 """ShareGroupDescribe (key 77), version 1: share groups as Kafka describes them (state,
-epochs, the `simple` assignor, and per member its client, subscription and assignment). An id
-that is no share group is GROUP_ID_NOT_FOUND. Authorized operations are not computed."""
+epochs, the `simple` assignor, and per member its client, subscription and assignment), with
+the group's authorized operations when asked. An id that is no share group is
+GROUP_ID_NOT_FOUND."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ from minicoord.server.coordinator.share.groups import ASSIGNOR
 from minicoord.server.features import SHARE_VERSION
 from minicoord.server.handlers.base import Handler, RequestContext
 from minicoord.server.security import authorize
+from minicoord.server.security.acls import ResourceType
 
 API_KEY = 77
 Group = ShareGroupDescribeResponse.DescribedGroup
@@ -93,7 +95,9 @@ def handle(ctx: RequestContext, request: Any) -> Any:
                 assignment_epoch=group.assignment_epoch,
                 assignor_name=ASSIGNOR,
                 members=members,
-                authorized_operations=authorize.NOT_COMPUTED,
+                authorized_operations=authorize.authorized_operations(ctx, ResourceType.GROUP, gid)
+                if request.include_authorized_operations
+                else authorize.NOT_COMPUTED,
             )
         )
     return ShareGroupDescribeResponse(version=ctx.version, throttle_time_ms=0, groups=out)

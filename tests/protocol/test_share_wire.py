@@ -13,6 +13,9 @@ from minicoord.clients.connection import ProtocolClient
 from minicoord.protocol.consumer_group_apis import ConsumerGroupDescribeRequest
 from minicoord.protocol.errors import ErrorCode
 from minicoord.protocol.share_group_apis import (
+    AlterShareGroupOffsetsRequest,
+    DeleteShareGroupOffsetsRequest,
+    DescribeShareGroupOffsetsRequest,
     ShareAcknowledgeRequest,
     ShareFetchRequest,
     ShareGroupDescribeRequest,
@@ -117,10 +120,13 @@ async def test_one_id_is_one_group_across_kinds(raw_client: ProtocolClient) -> N
     share = await ask(
         raw_client,
         ShareGroupDescribeRequest(
-            version=1, group_ids=["shared"], include_authorized_operations=False
+            version=1, group_ids=["shared"], include_authorized_operations=True
         ),
     )
     (group,) = share.groups
+    # Without ACLs, every operation a group has (Read, Describe, Delete, DescribeConfigs,
+    # AlterConfigs), as Kafka's AuthHelper.authorizedOperations.
+    assert group.authorized_operations == sum(1 << op for op in (3, 6, 8, 10, 11))
     assert (group.error_code, group.group_state, group.assignor_name) == (0, "Stable", "simple")
     consumer = await ask(
         raw_client,
@@ -170,3 +176,79 @@ async def test_a_share_group_is_deleted_once_empty(
         ),
     )
     assert [g.error_code for g in described.groups] == [ErrorCode.GROUP_ID_NOT_FOUND]
+
+
+def describe_offsets(group: str, topics: list[str] | None) -> Any:
+    asked = DescribeShareGroupOffsetsRequest.DescribeShareGroupOffsetsRequestGroup
+    named = (
+        None
+        if topics is None
+        else [
+            asked.DescribeShareGroupOffsetsRequestTopic(topic_name=t, partitions=[0, 1])
+            for t in topics
+        ]
+    )
+    return DescribeShareGroupOffsetsRequest(version=1, groups=[asked(group_id=group, topics=named)])
+
+
+def starts(answer: Any) -> dict[str, list[tuple[int, int, int]]]:
+    (group,) = answer.groups
+    assert group.error_code == 0
+    return {
+        t.topic_name: [(p.partition_index, p.start_offset, p.lag) for p in t.partitions]
+        for t in group.topics
+    }
+
+
+async def test_a_share_groups_start_offsets_are_described_altered_and_deleted(
+    inproc_server: Server, raw_client: ProtocolClient
+) -> None:
+    topic = AlterShareGroupOffsetsRequest.AlterShareGroupOffsetsRequestTopic
+    alter = AlterShareGroupOffsetsRequest(
+        version=0,
+        group_id="offsets",
+        topics=[
+            topic(
+                topic_name=TOPIC,
+                partitions=[
+                    topic.AlterShareGroupOffsetsRequestPartition(partition_index=1, start_offset=0),
+                    topic.AlterShareGroupOffsetsRequestPartition(partition_index=9, start_offset=0),
+                ],
+            ),
+            topic(topic_name="nope", partitions=[]),
+        ],
+    )
+    altered = await ask(raw_client, alter)
+    assert altered.error_code == 0
+    assert [(t.topic_name, [p.error_code for p in t.partitions]) for t in altered.responses] == [
+        (TOPIC, [0, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION]),
+        ("nope", []),
+    ]
+    # All the partitions it has a start in; named ones (a partition without a start: -1).
+    assert starts(await ask(raw_client, describe_offsets("offsets", None))) == {TOPIC: [(1, 0, 0)]}
+    assert starts(await ask(raw_client, describe_offsets("offsets", [TOPIC, "nope"]))) == {
+        TOPIC: [(0, -1, -1), (1, 0, 0)],
+        "nope": [(0, -1, -1), (1, -1, -1)],
+    }
+    # A member in the group: its offsets are not to be changed.
+    assert (await ask(raw_client, join("offsets"))).error_code == ErrorCode.NONE
+    refused = await ask(raw_client, alter)
+    assert refused.error_code == ErrorCode.NON_EMPTY_GROUP
+    await ask(raw_client, join("offsets", epoch=-1))
+    named = DeleteShareGroupOffsetsRequest.DeleteShareGroupOffsetsRequestTopic
+    delete = DeleteShareGroupOffsetsRequest(
+        version=0, group_id="offsets", topics=[named(topic_name=TOPIC), named(topic_name="nope")]
+    )
+    deleted = await ask(raw_client, delete)
+    assert [(t.topic_name, t.error_code) for t in deleted.responses] == [
+        (TOPIC, 0),
+        ("nope", ErrorCode.UNKNOWN_TOPIC_OR_PARTITION),
+    ]
+    assert starts(await ask(raw_client, describe_offsets("offsets", None))) == {}
+    again = await ask(raw_client, delete)
+    assert [t.error_message for t in again.responses] == [
+        "There is no offset information to delete.",
+        "This server does not host this topic-partition.",
+    ]
+    unknown = DeleteShareGroupOffsetsRequest(version=0, group_id="never", topics=[])
+    assert (await ask(raw_client, unknown)).error_code == ErrorCode.GROUP_ID_NOT_FOUND

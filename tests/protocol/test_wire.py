@@ -75,6 +75,9 @@ from minicoord.protocol.consumer_group_apis import (
 )
 from minicoord.protocol.errors import ErrorCode
 from minicoord.protocol.share_group_apis import (
+    AlterShareGroupOffsetsRequest,
+    DeleteShareGroupOffsetsRequest,
+    DescribeShareGroupOffsetsRequest,
     ShareAcknowledgeRequest,
     ShareFetchRequest,
     ShareGroupDescribeRequest,
@@ -656,6 +659,44 @@ def _sample(key: int, version: int, topic_id: uuid.UUID) -> tuple[Any, Any]:
             topics=[],
         )
         return req, lambda r: r.error_code == ErrorCode.INVALID_SHARE_SESSION_EPOCH
+    if key == 90:
+        asked = DescribeShareGroupOffsetsRequest.DescribeShareGroupOffsetsRequestGroup
+        topics = [asked.DescribeShareGroupOffsetsRequestTopic(topic_name=TOPIC, partitions=[0])]
+        req = DescribeShareGroupOffsetsRequest(
+            version=version, groups=[asked(group_id=group, topics=topics)]
+        )
+
+        def described(r: Any) -> bool:
+            (g,) = r.groups
+            (t,) = g.topics
+            (p,) = t.partitions
+            return (g.error_code, t.topic_id, p.start_offset, p.error_code) == (
+                0,
+                topic_id,
+                -1,
+                0,
+            )
+
+        return req, described
+    if key == 91:
+        asked = AlterShareGroupOffsetsRequest.AlterShareGroupOffsetsRequestTopic
+        part = asked.AlterShareGroupOffsetsRequestPartition(partition_index=0, start_offset=0)
+        req = AlterShareGroupOffsetsRequest(
+            version=version, group_id=group, topics=[asked(topic_name=TOPIC, partitions=[part])]
+        )
+        return (
+            req,
+            lambda r: (
+                r.error_code == 0
+                and [[p.error_code for p in t.partitions] for t in r.responses] == [[0]]
+            ),
+        )
+    if key == 92:
+        asked = DeleteShareGroupOffsetsRequest.DeleteShareGroupOffsetsRequestTopic
+        req = DeleteShareGroupOffsetsRequest(
+            version=version, group_id=group, topics=[asked(topic_name=TOPIC)]
+        )
+        return req, lambda r: r.error_code == ErrorCode.GROUP_ID_NOT_FOUND
     # The ACL APIs on a server without an authorizer: SECURITY_DISABLED, as Kafka answers.
     disabled = ErrorCode.SECURITY_DISABLED
     if key == 30:

@@ -77,6 +77,9 @@ EXPECTED: dict[int, ErrorCode | None] = {
     77: GROUP_DENIED,  # ShareGroupDescribe: Describe on the group
     78: GROUP_DENIED,  # ShareFetch: Read on the group
     79: GROUP_DENIED,  # ShareAcknowledge: Read on the group
+    90: GROUP_DENIED,  # DescribeShareGroupOffsets: Describe on the group
+    91: GROUP_DENIED,  # AlterShareGroupOffsets: Read on the group
+    92: GROUP_DENIED,  # DeleteShareGroupOffsets: Delete on the group
     30: CLUSTER_DENIED,
     29: CLUSTER_DENIED,
     31: CLUSTER_DENIED,

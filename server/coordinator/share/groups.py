@@ -323,6 +323,20 @@ class ShareGroups:
 
     # -- describing and deleting ----------------------------------------------------------
 
+    def empty_group(self, group_id: str, create: bool) -> tuple[ErrorCode, str | None]:
+        """Whether the offsets admin APIs may change the group's share state: it must be a
+        share group without members (made, empty, when `create` and there is none)."""
+        if self.other_group(group_id):
+            return ErrorCode.GROUP_ID_NOT_FOUND, f"Group {group_id} is not a share group."
+        group = self.groups.get(group_id)
+        if group is None:
+            if not create:
+                return ErrorCode.GROUP_ID_NOT_FOUND, f"Group {group_id} not found."
+            self.groups[group_id] = ShareGroup(group_id)
+        elif group.members:
+            return ErrorCode.NON_EMPTY_GROUP, f"Share group {group_id} is not EMPTY."
+        return ErrorCode.NONE, None
+
     def delete(self, group_id: str) -> ErrorCode:
         group = self.groups.get(group_id)
         if group is None:
