@@ -82,6 +82,7 @@ class GroupCoordinator(GroupAdmin, PartitionLoading):
             self.partition_for,
             self.partition_status,
         )
+        requests.is_share_group = lambda group_id: self.share_group(group_id) is not None
         # Bound once here, so a commit costs the same call as a method of this class.
         self.commit_offsets = requests.commit_offsets
         self.commit_one = requests.commit_one

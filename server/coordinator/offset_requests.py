@@ -65,6 +65,9 @@ class OffsetRequests:
         # groups, and the coordinator's partitions that are not ACTIVE (nearly always none).
         self._groups = groups.groups
         self._partition_status = partition_status
+        # Whether a share group holds the id (set by the coordinator): offsets of share
+        # groups are not committed, as Kafka's ShareGroup.validateOffsetCommit refuses them.
+        self.is_share_group: Callable[[str], bool] = lambda group_id: False
 
     def expire_offsets(self, fx: Effects, now: int) -> int:
         """Kafka's offset retention; returns how many offsets expired.
@@ -279,6 +282,8 @@ class OffsetRequests:
     ) -> ErrorCode | None:
         groups = self.groups
         if group is None:
+            if self.is_share_group(group_id):
+                return ErrorCode.GROUP_ID_NOT_FOUND
             if generation_id >= 0:
                 # A generation (v9+: member epoch) of a group this coordinator does not know.
                 return (

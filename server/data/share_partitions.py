@@ -148,16 +148,35 @@ class SharePartition:
         return data, _ranges(self.records, acquired)
 
     def _acquire_again(self, first: int, data: bytes, max_records: int) -> list[int]:
-        """The AVAILABLE offsets from `first` within the batches read, up to the budget."""
+        """The AVAILABLE offsets from `first` within the batches read, up to the budget, in
+        smaller pieces the more often they were delivered (Kafka 4.2's throttling, so that a
+        record that keeps failing its consumer takes fewer others with it): from
+        max(2, ceil(limit / 2)) deliveries a piece is the batch's size halved once more per
+        delivery, and a record on its last delivery goes alone."""
         if not data:
             return []
         covered = _next_offset_after(data)
-        acquired = []
+        first_batch = batch_info(data)
+        batch_size = first_batch.last_offset - first_batch.base_offset + 1
+        limit = self.delivery_limit
+        throttle_from = max(2, -(-limit // 2))
+        cap = -1
+        acquired: list[int] = []
         for offset in range(first, min(covered, self.end)):
-            if self.records[offset].state == AVAILABLE:
-                acquired.append(offset)
-                if len(acquired) >= max_records:
+            entry = self.records[offset]
+            if entry.state != AVAILABLE:
+                continue
+            count = entry.count
+            if limit > 2 and count == limit - 1:
+                if acquired:
                     break
+                acquired.append(offset)  # its last delivery: alone
+                break
+            if count >= throttle_from and cap < 0:
+                cap = max(1, batch_size >> (count - throttle_from + 1))
+            acquired.append(offset)
+            if len(acquired) >= max_records or len(acquired) == cap:
+                break
         return acquired
 
     def _acquire_new(self, data: bytes, max_records: int) -> tuple[bytes, list[int]]:

@@ -23,7 +23,7 @@ from confluent_kafka import AcknowledgeType, Producer, ShareConsumer
 from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource
 from kafka.protocol.admin import ListGroupsRequest
 from minicoord.clients.connection import ProtocolClient
-from minicoord.server.process import ServerProcess
+from minicoord.server.process import ServerProcess, start_server_process
 
 pytestmark = pytest.mark.clients
 
@@ -220,3 +220,29 @@ async def test_share_groups_are_listed_with_their_type(
         poll(consumer, 0.1)
         found = await listed()
     assert found == [(group_id, "share", "Stable", "share")]
+
+
+def test_members_carry_on_through_a_server_restart(tmp_path: Any, group_id: str) -> None:
+    # The group and its delivery state live in memory (README): after the restart the member
+    # is unknown and rejoins (UNKNOWN_MEMBER_ID, where Kafka's GROUP_ID_NOT_FOUND would stop
+    # librdkafka for good), and the group reads again from where share.auto.offset.reset says.
+    server = start_server_process(FAST_SHARES, [(TOPIC, 6)], data_dir=tmp_path)
+    consumer = None
+    try:
+        from_earliest(server.bootstrap, group_id)
+        produce(server.bootstrap, [b"before"] * 6)
+        consumer = ShareConsumer(
+            {"bootstrap.servers": server.bootstrap, "group.id": group_id, "logger": RDKAFKA_LOG}
+        )
+        consumer.subscribe([TOPIC])
+        assert [m.value() for m in consume(consumer, 6)] == [b"before"] * 6
+        port = server.port
+        server.stop()
+        server = start_server_process(FAST_SHARES, [], data_dir=tmp_path, port=port)
+        produce(server.bootstrap, [b"after"] * 6)
+        got = [m.value() for m in consume(consumer, 12)]
+        assert got.count(b"after") == 6, got
+    finally:
+        if consumer is not None:
+            consumer.close()
+        server.stop()

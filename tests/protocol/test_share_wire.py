@@ -7,8 +7,13 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-from kafka.protocol.admin import DeleteGroupsRequest, DescribeGroupsRequest, UpdateFeaturesRequest
-from kafka.protocol.consumer import JoinGroupRequest
+from kafka.protocol.admin import (
+    DeleteGroupsRequest,
+    DescribeGroupsRequest,
+    ListGroupsRequest,
+    UpdateFeaturesRequest,
+)
+from kafka.protocol.consumer import JoinGroupRequest, OffsetCommitRequest
 from minicoord.clients.connection import ProtocolClient
 from minicoord.protocol.consumer_group_apis import ConsumerGroupDescribeRequest
 from minicoord.protocol.errors import ErrorCode
@@ -115,6 +120,29 @@ async def test_one_id_is_one_group_across_kinds(raw_client: ProtocolClient) -> N
         protocols=[JoinGroupRequest.JoinGroupRequestProtocol(name="range", metadata=b"")],
     )
     assert (await ask(raw_client, classic)).error_code == ErrorCode.INCONSISTENT_GROUP_PROTOCOL
+    # Nor are a share group's offsets committed (ShareGroup.validateOffsetCommit), and no
+    # classic group of its name appears beside it.
+    committed = OffsetCommitRequest(
+        version=8,
+        group_id="shared",
+        generation_id_or_member_epoch=-1,
+        member_id="",
+        group_instance_id=None,
+        topics=[
+            OffsetCommitRequest.OffsetCommitRequestTopic(
+                name=TOPIC,
+                partitions=[
+                    OffsetCommitRequest.OffsetCommitRequestTopic.OffsetCommitRequestPartition(
+                        partition_index=0, committed_offset=3, committed_metadata=""
+                    )
+                ],
+            )
+        ],
+    )
+    (topic,) = (await ask(raw_client, committed)).topics
+    assert [p.error_code for p in topic.partitions] == [ErrorCode.GROUP_ID_NOT_FOUND]
+    listed = await ask(raw_client, ListGroupsRequest(version=5, states_filter=[], types_filter=[]))
+    assert [(g.group_id, g.group_type) for g in listed.groups] == [("shared", "share")]
     described = await ask(raw_client, DescribeGroupsRequest(version=5, groups=["shared"]))
     assert [g.group_state for g in described.groups] == ["Dead"]
     share = await ask(

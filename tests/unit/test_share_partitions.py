@@ -210,3 +210,26 @@ def test_malformed_acknowledgement_batches_are_named() -> None:
     assert "match" in check_ack_batches([(0, 2, [ACCEPT, REJECT])], REJECT)
     assert "type" in check_ack_batches([(0, 0, [RENEW])], REJECT)
     assert check_ack_batches([(0, 0, [RENEW])], RENEW) is None
+
+
+def test_records_that_keep_coming_back_are_given_in_smaller_pieces() -> None:
+    # Kafka 4.2, delivery limit 5: from the third delivery on (max(2, ceil(5/2)) = 3) a piece
+    # is the batch halved once more per delivery; the last delivery of a record is alone.
+    log = Log()
+    log.append(8)
+    sp, _ = partition(limit=5)
+    pieces = []
+    for _ in range(20):
+        ranges = acquire(sp, log, "a")
+        if not ranges:
+            break
+        pieces.append([(first, last, count) for first, last, count in ranges])
+        sp.release("a")
+    sizes = [(sum(last - first + 1 for first, last, _ in p), p[0][2]) for p in pieces]
+    # (records in the piece, delivery count): 8, 8, 8 whole; then 4 at the fourth delivery;
+    # then each record alone on its fifth.
+    assert sizes[:4] == [(8, 1), (8, 2), (8, 3), (4, 4)]
+    assert (1, 5) in sizes
+    assert all(size == 1 for size, count in sizes if count == 5)
+    # In the end every record was delivered five times and then archived.
+    assert (sp.start, sp.records) == (8, {})

@@ -19,7 +19,8 @@ Differences from Kafka, chosen for tests: a joining member gets its partitions i
 answer (Kafka initializes the partitions' share state first and hands them out one heartbeat
 later, 5 s by default), and the heartbeat interval and session timeout default to 0.5 s and
 10 s (group.share.*, as the consumer groups' quick defaults). Groups live in memory: a restart
-forgets them, and their members rejoin.
+forgets them; a member heartbeating to a group this node does not know is UNKNOWN_MEMBER_ID
+(Kafka: GROUP_ID_NOT_FOUND, fatal to librdkafka), so that members rejoin after a restart.
 """
 
 from __future__ import annotations
@@ -193,8 +194,12 @@ class ShareGroups:
             return self._leave(group_id, group, member_id)
         if group is None:
             if epoch != 0:
+                # Kafka answers GROUP_ID_NOT_FOUND, which librdkafka takes as fatal. There
+                # the group outlives a restart; here it does not (groups live in memory), so
+                # its members are told what rejoins them: they are not members.
                 raise ShareGroupError(
-                    ErrorCode.GROUP_ID_NOT_FOUND, f"Share group {group_id} not found."
+                    ErrorCode.UNKNOWN_MEMBER_ID,
+                    f"Member {member_id} is not a member of group {group_id}.",
                 )
             group = ShareGroup(group_id)
         member = group.members.get(member_id)
