@@ -24,13 +24,43 @@ Outcome = tuple[ErrorCode, str | None]
 OK: Outcome = (ErrorCode.NONE, None)
 
 
-def member_problem(group_id: str | None, member_id: str | None) -> str | None:
-    """The top-level INVALID_REQUEST message for a request's group and member, if any."""
-    if not group_id:
-        return "Group id must be set."
-    if not member_id or not member_id.strip() or len(member_id) > MAX_MEMBER_ID:
-        return "Invalid member id in the request."
+GROUP_DENIED = "Group authorization failed."
+
+
+def refused(ctx: Any, request: Any) -> Outcome | None:
+    """Why a ShareFetch or ShareAcknowledge is refused as a whole, before its session is
+    looked at, in KafkaApis' order: share groups off, a bad member id, the group's Read."""
+    from minicoord.server.features import SHARE_VERSION
+    from minicoord.server.security import authorize
+
+    if ctx.broker.features.level(SHARE_VERSION) < 1:
+        return ErrorCode.UNSUPPORTED_VERSION, None
+    group, member = request.group_id, request.member_id
+    if not group:
+        return ErrorCode.INVALID_REQUEST, "Group id must be set."
+    if not member or not member.strip() or len(member) > MAX_MEMBER_ID:
+        return ErrorCode.INVALID_REQUEST, "Invalid member id in the request."
+    if authorize.group_denied(ctx, group):
+        return ErrorCode.GROUP_AUTHORIZATION_FAILED, GROUP_DENIED
     return None
+
+
+def offsets_admin_refused(ctx: Any, group: str, op: Any, create: bool) -> Outcome | None:
+    """Why AlterShareGroupOffsets or DeleteShareGroupOffsets may not change the group's share
+    state: share groups off, the group's ACL (`op`), an empty id, a group that is no share
+    group or has members (made, empty, when `create` and there is none)."""
+    from minicoord.server.features import SHARE_VERSION
+    from minicoord.server.security import authorize
+
+    broker = ctx.broker
+    if broker.features.level(SHARE_VERSION) < 1:
+        return ErrorCode.UNSUPPORTED_VERSION, None
+    if authorize.group_denied(ctx, group, op):
+        return ErrorCode.GROUP_AUTHORIZATION_FAILED, None
+    if not group:
+        return ErrorCode.INVALID_GROUP_ID, None
+    error, message = broker.coordinator.shares.empty_group(group, create)
+    return (error, message) if error else None
 
 
 def acknowledgements(topics: Iterable[Any]) -> dict[Tp, list[AckBatch]]:

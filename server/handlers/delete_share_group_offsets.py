@@ -13,7 +13,7 @@ from typing import Any
 from minicoord.protocol.apis import SPECS
 from minicoord.protocol.errors import ErrorCode
 from minicoord.protocol.share_group_apis import DeleteShareGroupOffsetsResponse
-from minicoord.server.features import SHARE_VERSION
+from minicoord.server.data.share_requests import offsets_admin_refused
 from minicoord.server.handlers.base import Handler, RequestContext
 from minicoord.server.security import authorize
 
@@ -36,15 +36,9 @@ def _answer(ctx: RequestContext, error: ErrorCode, message: str | None, topics: 
 def handle(ctx: RequestContext, request: Any) -> Any:
     broker = ctx.broker
     group = request.group_id
-    if broker.features.level(SHARE_VERSION) < 1:
-        return _answer(ctx, ErrorCode.UNSUPPORTED_VERSION, None, [])
-    if authorize.group_denied(ctx, group, authorize.DELETE):
-        return _answer(ctx, ErrorCode.GROUP_AUTHORIZATION_FAILED, None, [])
-    if not group:
-        return _answer(ctx, ErrorCode.INVALID_GROUP_ID, None, [])
-    error, message = broker.coordinator.shares.empty_group(group, create=False)
-    if error:
-        return _answer(ctx, error, message, [])
+    refusal = offsets_admin_refused(ctx, group, authorize.DELETE, create=False)
+    if refusal is not None:
+        return _answer(ctx, *refusal, [])
     shares = broker.shares
     denied = authorize.denied_topics(ctx, authorize.READ, [t.topic_name for t in request.topics])
     out = []

@@ -17,17 +17,14 @@ from minicoord.protocol.share_group_apis import ShareAcknowledgeResponse
 from minicoord.server.data.share_requests import (
     acknowledgements,
     apply_acknowledgements,
-    member_problem,
+    refused,
 )
 from minicoord.server.data.shares import FINAL_EPOCH, INITIAL_EPOCH, SessionError
-from minicoord.server.features import SHARE_VERSION
 from minicoord.server.handlers.base import Handler, RequestContext
-from minicoord.server.security import authorize
 
 API_KEY = 79
 Topic = ShareAcknowledgeResponse.ShareAcknowledgeTopicResponse
 Partition = Topic.PartitionData
-GROUP_DENIED = "Group authorization failed."
 
 
 def _top(ctx: RequestContext, error: ErrorCode, message: str | None = None) -> Any:
@@ -44,14 +41,10 @@ def _top(ctx: RequestContext, error: ErrorCode, message: str | None = None) -> A
 
 def handle(ctx: RequestContext, request: Any) -> Any:
     broker = ctx.broker
-    if broker.features.level(SHARE_VERSION) < 1:
-        return _top(ctx, ErrorCode.UNSUPPORTED_VERSION)
+    refusal = refused(ctx, request)
+    if refusal is not None:
+        return _top(ctx, *refusal)
     group, member = request.group_id, request.member_id
-    problem = member_problem(group, member)
-    if problem is not None:
-        return _top(ctx, ErrorCode.INVALID_REQUEST, problem)
-    if authorize.group_denied(ctx, group):
-        return _top(ctx, ErrorCode.GROUP_AUTHORIZATION_FAILED, GROUP_DENIED)
     epoch = request.share_session_epoch
     if epoch == INITIAL_EPOCH:
         return _top(

@@ -29,18 +29,15 @@ from minicoord.server.data.share_requests import (
     acknowledgements,
     apply_acknowledgements,
     locate,
-    member_problem,
+    refused,
 )
 from minicoord.server.data.shares import FINAL_EPOCH, INITIAL_EPOCH, SessionError
-from minicoord.server.features import SHARE_VERSION
 from minicoord.server.handlers.base import Handler, RequestContext
 from minicoord.server.handlers.fetch import FETCH_MAX_BYTES, MAX_WAIT_CAP_MS
-from minicoord.server.security import authorize
 
 API_KEY = 78
 Topic = ShareFetchResponse.ShareFetchableTopicResponse
 Partition = Topic.PartitionData
-GROUP_DENIED = "Group authorization failed."
 # ShareFetch v2's ShareAcquireMode (KIP-1206): 0 batch-optimized, 1 record-limit.
 RECORD_LIMIT = 1
 
@@ -59,14 +56,10 @@ def _top(ctx: RequestContext, error: ErrorCode, message: str | None = None) -> A
 
 def handle(ctx: RequestContext, request: Any) -> Any:
     broker = ctx.broker
-    if broker.features.level(SHARE_VERSION) < 1:
-        return _top(ctx, ErrorCode.UNSUPPORTED_VERSION)
+    refusal = refused(ctx, request)
+    if refusal is not None:
+        return _top(ctx, *refusal)
     group, member = request.group_id, request.member_id
-    problem = member_problem(group, member)
-    if problem is not None:
-        return _top(ctx, ErrorCode.INVALID_REQUEST, problem)
-    if authorize.group_denied(ctx, group):
-        return _top(ctx, ErrorCode.GROUP_AUTHORIZATION_FAILED, GROUP_DENIED)
     epoch = request.share_session_epoch
     acks = acknowledgements(request.topics)
     if epoch == INITIAL_EPOCH and acks:

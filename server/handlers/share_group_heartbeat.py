@@ -14,6 +14,7 @@ from typing import Any
 from minicoord.protocol.apis import SPECS
 from minicoord.protocol.errors import ErrorCode
 from minicoord.protocol.share_group_apis import ShareGroupHeartbeatResponse
+from minicoord.server.coordinator.share.groups import ShareGroupError
 from minicoord.server.features import SHARE_VERSION
 from minicoord.server.handlers.base import Handler, RequestContext
 from minicoord.server.security import authorize
@@ -49,19 +50,21 @@ def handle(ctx: RequestContext, request: Any) -> Any:
     error = broker.coordinator.unavailable(request.group_id)
     if error is not None:
         return _error(ctx, error)
-    outcome = broker.coordinator.shares.heartbeat(
-        broker.now(),
-        request.group_id,
-        request.member_id,
-        request.member_epoch,
-        request.rack_id,
-        None if request.subscribed_topic_names is None else list(request.subscribed_topic_names),
-        ctx.client_id,
-        ctx.channel.client_host,
-    )
+    topics = request.subscribed_topic_names
+    try:
+        outcome = broker.coordinator.shares.heartbeat(
+            broker.now(),
+            request.group_id,
+            request.member_id,
+            request.member_epoch,
+            request.rack_id,
+            None if topics is None else list(topics),
+            ctx.client_id,
+            ctx.channel.client_host,
+        )
+    except ShareGroupError as exc:
+        return _error(ctx, exc.error, exc.message)
     broker.rearm()  # the member's session timer
-    if outcome.error:
-        return _error(ctx, outcome.error, outcome.message)
     assignment = None
     if outcome.assignment is not None:
         Assignment = ShareGroupHeartbeatResponse.Assignment

@@ -9,7 +9,12 @@ from dataclasses import dataclass
 
 from minicoord.protocol.errors import ErrorCode
 from minicoord.server.config import Config
-from minicoord.server.coordinator.share.groups import ShareGroups, simple_assign
+from minicoord.server.coordinator.share.groups import (
+    HeartbeatOutcome,
+    ShareGroupError,
+    ShareGroups,
+    simple_assign,
+)
 from minicoord.server.coordinator.timers import TimerQueue
 
 
@@ -34,8 +39,11 @@ def groups(topics: Topics, others: frozenset[str] = frozenset(), **config: int) 
 
 
 def beat(sg: ShareGroups, member: str, epoch: int, topics: list[str] | None = None,
-         now: int = 0, group: str = "g"):  # fmt: skip
-    return sg.heartbeat(now, group, member, epoch, None, topics, "client", "/127.0.0.1")
+         now: int = 0, group: str = "g") -> HeartbeatOutcome:  # fmt: skip
+    try:
+        return sg.heartbeat(now, group, member, epoch, None, topics, "client", "/127.0.0.1")
+    except ShareGroupError as exc:
+        return HeartbeatOutcome(exc.error, exc.message)
 
 
 def owned(outcome) -> list[int]:

@@ -155,24 +155,8 @@ class ShareGroups:
         client_id: str,
         client_host: str,
     ) -> HeartbeatOutcome:
-        try:
-            return self._heartbeat(
-                now, group_id, member_id, epoch, rack_id, topics, client_id, client_host
-            )
-        except ShareGroupError as exc:
-            return HeartbeatOutcome(exc.error, exc.message)
-
-    def _heartbeat(
-        self,
-        now: int,
-        group_id: str,
-        member_id: str,
-        epoch: int,
-        rack_id: str | None,
-        topics: list[str] | None,
-        client_id: str,
-        client_host: str,
-    ) -> HeartbeatOutcome:
+        """A ShareGroupHeartbeat's answer; ShareGroupError, with nothing changed, when it is
+        refused."""
         invalid = ErrorCode.INVALID_REQUEST
         # GroupCoordinatorService.throwIfShareGroupHeartbeatRequestIsInvalid, in its order.
         if not member_id.strip() or len(member_id) > MAX_MEMBER_ID:
