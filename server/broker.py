@@ -171,9 +171,23 @@ class Broker(ClusterMetadata):
             configs.share_reset,
             lambda group: configs.share_lock_ms.get(group, default_lock),
         )
+        # Kept across restarts on a data dir (data/share_state.py).
+        shares.keep = not self.logs.in_memory
         # A deleted share group's delivery state goes with it.
         self.coordinator.shares.on_deleted = lambda group: shares.drop(lambda k: k[0] != group)
         return shares
+
+    def persist_shares(self) -> bool:
+        """Append the share partitions' changed state (data/share_state.py) and have it
+        written; True if any was (an answer applied after this waits for it)."""
+        if "shares" not in self.__dict__ or not self.shares.dirty:
+            return False
+        from minicoord.server.data.share_state import persist
+
+        if not persist(self):
+            return False
+        self.apply(Result(None, [], []))
+        return True
 
     @functools.cached_property
     def transactions(self) -> TransactionCoordinator:
@@ -425,7 +439,9 @@ class Broker(ClusterMetadata):
     def _on_timer(self) -> None:
         self._timer = None
         self._timer_at = None
-        self.apply(self.coordinator.advance(self.now()))
+        result = self.coordinator.advance(self.now())
+        self.persist_shares()  # records whose locks ran out are available again
+        self.apply(result)
 
     def _every(self, key: str, interval_ms: int, work: Callable[[int], object], now: int) -> None:
         """Run `work(now)` every `interval_ms` from `now`, on the one timer queue (topic

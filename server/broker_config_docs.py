@@ -91,6 +91,10 @@ _DOCS = {
     "open past their timeout are aborted.",
     "transaction.state.log.num.partitions": "The number of partitions of the transaction topic.",
     "transaction.state.log.segment.bytes": "The segment size of the transaction topic.",
+    "share.coordinator.state.topic.num.partitions": "The number of partitions of the share "
+    "group state topic.",
+    "share.coordinator.state.topic.segment.bytes": "The segment size of the share group state "
+    "topic.",
     "offsets.topic.replication.factor": "The replication factor of the offsets topic.",
     "transaction.state.log.replication.factor": "The replication factor of the transaction topic.",
     "transaction.state.log.min.isr": "The min.insync.replicas of the transaction topic.",

@@ -124,6 +124,8 @@ class ClusterMetadata:
 
         shares: Shares
 
+        def persist_shares(self) -> bool: ...
+
         def _schedule_flush(self) -> None: ...
 
         def release(self, fx: Effects) -> None: ...
@@ -369,12 +371,25 @@ class ClusterMetadata:
                 topics.transaction_state.partitions,
             )
 
+    def create_share_state_topic(self) -> None:
+        """`__share_group_state` comes into existence with the first share-group state to
+        keep: its records, with its partition count, to the metadata log."""
+        topics = self.topics
+        if topics.create_share_state_topic():
+            self.persist_metadata(topics.share_state_records())
+            log.info(
+                "created topic %s with %d partitions",
+                topics.share_state.name,
+                topics.share_state.partitions,
+            )
+
     def delete_topic(self, topic: Topic) -> None:
         """Remove a topic, its logs, the fetches waiting on it and the offsets committed for it."""
         self.persist_metadata(self.topics.delete(topic))
         self.release(self.data.drop_topic(topic))
         if "shares" in self.__dict__:
             self.shares.drop(lambda key: key[1] != topic.topic_id)
+            self.persist_shares()
         self.coordinator.on_topics_changed({topic.name}, created=False)
         self.apply(self.coordinator.delete_topic_offsets(self.now(), topic.name))
         log.info("deleted topic %s (id %s)", topic.name, topic.topic_id)

@@ -138,6 +138,10 @@ class Config:
     # is made, as offsets.topic.num.partitions is).
     transaction_state_log_num_partitions: int = 50
     transaction_state_log_segment_bytes: int = 104_857_600
+    # The share groups' delivery state, `__share_group_state` (Kafka's share coordinator's
+    # defaults; fixed once the topic is made).
+    share_coordinator_state_topic_num_partitions: int = 50
+    share_coordinator_state_topic_segment_bytes: int = 104_857_600
     # Replication, under Kafka's names, on a broker that is alone: a second replica has nowhere
     # to be, so the replication factors and the transaction log's min ISR can only be 1. (Kafka's
     # defaults, 3 and 2, are what a one-broker Kafka is configured away from: with them its

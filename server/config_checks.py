@@ -14,6 +14,7 @@ def check(config: Config) -> None:
     for name in (
         "offsets_topic_num_partitions",
         "transaction_state_log_num_partitions",
+        "share_coordinator_state_topic_num_partitions",
         "num_partitions",
         "group_max_size",
         "connections_max_idle_ms",
@@ -39,7 +40,11 @@ def check(config: Config) -> None:
         validate_listeners(config)
     if config.log_flush_policy not in ("write", "fsync", "none"):
         raise ConfigError("log.flush.policy is one of write, fsync, none")
-    for name in ("offsets_topic_segment_bytes", "transaction_state_log_segment_bytes"):
+    for name in (
+        "offsets_topic_segment_bytes",
+        "transaction_state_log_segment_bytes",
+        "share_coordinator_state_topic_segment_bytes",
+    ):
         if getattr(config, name) < 1024:
             raise ConfigError(f"{Config.kafka_name(name)} must be at least 1024")
     if not 0 < config.log_cleaner_min_cleanable_ratio <= 1:

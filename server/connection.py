@@ -210,6 +210,7 @@ class KafkaConnection(ReplyOrder, asyncio.Protocol):
         if "shares" in self.broker.__dict__:
             # Its share sessions close: the records their members hold go back to the group.
             self.broker.shares.on_disconnect(self)
+            self.broker.persist_shares()
 
     def data_received(self, data: bytes) -> None:
         self.quiet_sweeps = 0

@@ -2,7 +2,8 @@
 
 The cluster metadata log is replayed first, before the listener opens (it is small and says
 which topics exist), then `__transaction_state` (small too, and what every partition with a
-transaction left open is settled against: transactions/loading.py). Every other log is then
+transaction left open is settled against: transactions/loading.py) and `__share_group_state`
+(the share groups' delivery state: data/share_state.py). Every other log is then
 marked unavailable and opened in a worker thread, one at a time, and installed on the event
 loop: `__consumer_offsets` partitions first
 (their records are replayed into the coordinator; meanwhile their groups get
@@ -24,7 +25,13 @@ from minicoord.protocol.errors import ErrorCode
 from minicoord.server.broker import Broker
 from minicoord.server.coordinator.replay import PartitionReplay
 from minicoord.server.data.producers import ProducerStates
-from minicoord.server.topics import METADATA_TOPIC, OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC, Topic
+from minicoord.server.topics import (
+    METADATA_TOPIC,
+    OFFSETS_TOPIC,
+    SHARE_STATE_TOPIC,
+    TRANSACTION_STATE_TOPIC,
+    Topic,
+)
 from minicoord.storage import producer_snapshots
 from minicoord.storage.batch import CONTROL, TRANSACTIONAL, BatchInfo, batch_info, decode_batch
 from minicoord.storage.log import LogManager, StoreError
@@ -97,6 +104,11 @@ def plan_loading(broker: Broker) -> tuple[list[int], list[tuple[Topic, int]]]:
         from minicoord.server.transactions.loading import load_transaction_state
 
         load_transaction_state(broker, transaction_state)
+    share_state = sorted(p for name, p in on_disk if name == SHARE_STATE_TOPIC)
+    if share_state:
+        from minicoord.server.data.share_state import load as load_share_state
+
+        load_share_state(broker, share_state)
     for partition in partitions:
         broker.coordinator.begin_loading(partition)
         broker.data.unavailable[(OFFSETS_TOPIC, partition)] = ErrorCode.NOT_LEADER_OR_FOLLOWER

@@ -59,6 +59,7 @@ def live_records(
     count = sum(1 + len(topics.config_of(t).overrides) + t.partitions for t in topics.user_topics())
     count += 1 + topics.offsets.partitions if topics.offsets_topic_exists else 0
     count += 1 + topics.transaction_state.partitions if topics.transaction_state_exists else 0
+    count += 1 + topics.share_state.partitions if topics.share_state_exists else 0
     count += sum(len(own) for own in topics.dynamic.values())
     count += 1 if producer_ids.next_block_start else 0
     count += len(group_configs)

@@ -6,9 +6,10 @@ RemoveTopicRecord; see protocol/metadata_records.py), which the broker appends t
 `__cluster_metadata` log before answering, and `replay` rebuilds the registry from them at
 start. So a topic keeps its id, partitions and configs across restarts.
 
-`__consumer_offsets` and `__transaction_state` are the coordinators' internal topics (their
-partition counts are `offsets.topic.num.partitions` and `transaction.state.log.num.partitions`
-when made, and their metadata records keep the count after). As in Kafka, each is listed only
+`__consumer_offsets`, `__transaction_state` and `__share_group_state` are the coordinators'
+internal topics (their partition counts are `offsets.topic.num.partitions`,
+`transaction.state.log.num.partitions` and `share.coordinator.state.topic.num.partitions` when
+made, and their metadata records keep the count after). As in Kafka, each is listed only
 once it exists: Kafka creates it on the first FindCoordinator for a group, or for a
 transactional id (or a Metadata request naming it), so a fresh server lists no topics; here
 it exists from then on, or from start once a log of it is on disk.
@@ -44,9 +45,14 @@ OFFSETS_TOPIC_ID = "edf628af-25d1-53c4-bc07-61b211103a47"
 TRANSACTION_STATE_TOPIC = "__transaction_state"
 # uuid5(NAMESPACE_URL, "minicoord:__transaction_state"), as the offsets topic's.
 TRANSACTION_STATE_TOPIC_ID = "94b1da01-de5a-5d5c-a5c4-5fef3f83975a"
+SHARE_STATE_TOPIC = "__share_group_state"
+# uuid5(NAMESPACE_URL, "minicoord:__share_group_state"), as the offsets topic's.
+SHARE_STATE_TOPIC_ID = "2b5f0f85-5274-5277-a768-9d2dec017da4"
 METADATA_TOPIC = "__cluster_metadata"
 # The server's own topics, which no request may create.
-RESERVED_TOPICS = frozenset({OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC, METADATA_TOPIC})
+RESERVED_TOPICS = frozenset(
+    {OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC, SHARE_STATE_TOPIC, METADATA_TOPIC}
+)
 _LEGAL = re.compile(r"[a-zA-Z0-9._-]+")
 MAX_NAME_LENGTH = 249
 # Kafka's controller refuses a CreateTopics or CreatePartitions that would add more
@@ -200,6 +206,18 @@ class TopicRegistry:
             },
         )
 
+    @functools.cached_property
+    def share_state(self) -> Topic:
+        """The share groups' delivery state (server/data/share_state.py): a snapshot record
+        per share partition, compacted, so each key's last record is its state."""
+        return self._internal(
+            SHARE_STATE_TOPIC,
+            SHARE_STATE_TOPIC_ID,
+            self.config.share_coordinator_state_topic_num_partitions,
+            self.config.share_coordinator_state_topic_segment_bytes,
+            {"cleanup.policy": "compact", "compression.type": "uncompressed"},
+        )
+
     def _internal(
         self, name: str, topic_id: str, partitions: int, segment: int, overrides: dict[str, str]
     ) -> Topic:
@@ -286,6 +304,20 @@ class TopicRegistry:
             return False
         self._add(self.transaction_state)
         return True
+
+    @property
+    def share_state_exists(self) -> bool:
+        return SHARE_STATE_TOPIC in self._by_name
+
+    def create_share_state_topic(self) -> bool:
+        """Make `__share_group_state` exist; False if it already did."""
+        if self.share_state_exists:
+            return False
+        self._add(self.share_state)
+        return True
+
+    def share_state_records(self) -> list[bytes]:
+        return self._internal_records(self.share_state)
 
     def transaction_state_records(self) -> list[bytes]:
         """As `offsets_records`, for `__transaction_state` (a transactional id's partition
@@ -390,7 +422,7 @@ class TopicRegistry:
         self.defaults = broker_defaults(self.config, self.dynamic)
         self._plain_config = None
         # The internal topics once made, in the maps yet or not.
-        made = (self.__dict__.get(name) for name in ("offsets", "transaction_state"))
+        made = (self.__dict__.get(name) for name in ("offsets", "transaction_state", "share_state"))
         internal = [t for t in made if t is not None and t.name not in self._by_name]
         for topic in [*self._by_name.values(), *internal]:
             own = dict(self.config_of(topic).overrides)
@@ -416,6 +448,8 @@ class TopicRegistry:
             records += self.offsets_records()
         if self.transaction_state_exists:
             records += self.transaction_state_records()
+        if self.share_state_exists:
+            records += self.share_state_records()
         records += [
             _broker_record(resource, k, v)
             for resource, own in self.dynamic.items()
@@ -429,9 +463,14 @@ class TopicRegistry:
         """Apply one metadata record read back from the log at start."""
         self.generation += 1
         if isinstance(record, mr.TopicRecord):
-            if record.name in (OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC):
+            internal = {
+                OFFSETS_TOPIC: "offsets",
+                TRANSACTION_STATE_TOPIC: "transaction_state",
+                SHARE_STATE_TOPIC: "share_state",
+            }.get(record.name)
+            if internal is not None:
                 # Its count is what its PartitionRecords say, not the broker's config.
-                topic = self.offsets if record.name == OFFSETS_TOPIC else self.transaction_state
+                topic = getattr(self, internal)
                 topic.partitions = 0
             else:
                 topic = Topic(record.name, 0, record.topic_id)

@@ -98,6 +98,8 @@ class SharePartition:
         self.records: dict[int, InFlight] = {}
         self.timers = timers
         self._locks = itertools.count()
+        # Told when what a restart must keep changed (Shares keeps it: share_state.py).
+        self.on_change: Callable[[SharePartition], None] | None = None
 
     # -- acquiring --------------------------------------------------------------------------
 
@@ -247,23 +249,37 @@ class SharePartition:
         if renewed is not None:
             self.timers.schedule(renewed, now + lock_ms, self._on_lock_timeout, (renewed,))
         self._advance()
+        if changes:
+            self._changed()
 
     def release(self, member: str) -> None:
         """Every record `member` holds goes back (its share session closed, its connection
         went): AVAILABLE with its delivery count kept, as Kafka 4.2 does."""
+        released = False
         for entry in self.records.values():
             if entry.state == ACQUIRED and entry.member == member:
                 self._released(entry)
+                released = True
         self._advance()
+        if released:
+            self._changed()
 
     # -- time and the window ----------------------------------------------------------------
 
     def _on_lock_timeout(self, now: int, lock: Any) -> Effects:
+        released = False
         for entry in self.records.values():
             if entry.state == ACQUIRED and entry.lock == lock:
                 self._released(entry)
+                released = True
         self._advance()
+        if released:
+            self._changed()
         return Effects()
+
+    def _changed(self) -> None:
+        if self.on_change is not None:
+            self.on_change(self)
 
     def _released(self, entry: InFlight) -> None:
         entry.state = ARCHIVED if entry.count >= self.delivery_limit else AVAILABLE
@@ -279,6 +295,7 @@ class SharePartition:
         self.start = log_start
         self.end = max(self.end, log_start)
         self._advance()
+        self._changed()
 
     def _advance(self) -> None:
         records = self.records
@@ -290,6 +307,36 @@ class SharePartition:
 
     def in_flight(self) -> int:
         return self.end - self.start
+
+    def state_batches(self) -> list[tuple[int, int, int, int]]:
+        """What a restart must keep of the window, as Kafka's StateBatches: runs of records
+        done, or delivered and back (AVAILABLE with their count; an ACQUIRED record is kept
+        so, as its lock does not outlive a restart). Records never delivered are not listed."""
+        out: list[tuple[int, int, int, int]] = []
+        for offset in range(self.start, self.end):
+            entry = self.records[offset]
+            state = entry.state if entry.state in (ACKNOWLEDGED, ARCHIVED) else AVAILABLE
+            if state == AVAILABLE and entry.count == 0:
+                continue
+            last = out[-1] if out else None
+            if last and last[1] == offset - 1 and last[2] == state and last[3] == entry.count:
+                out[-1] = (last[0], offset, state, entry.count)
+            else:
+                out.append((offset, offset, state, entry.count))
+        return out
+
+    def restore(self, batches: Sequence[tuple[int, int, int, int]]) -> None:
+        """The window as `state_batches` kept it (at start, on a partition made at its start
+        offset)."""
+        for first, last, state, count in batches:
+            kept = state if state in (ACKNOWLEDGED, ARCHIVED) else AVAILABLE
+            for offset in range(max(first, self.start), last + 1):
+                self.records[offset] = InFlight(kept, count)
+            self.end = max(self.end, last + 1)
+        for offset in range(self.start, self.end):
+            if offset not in self.records:
+                self.records[offset] = InFlight(AVAILABLE)
+        self._advance()
 
     def done_in_flight(self) -> int:
         """Records of the window already done (Kafka's delivery-complete count)."""

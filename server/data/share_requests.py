@@ -27,6 +27,19 @@ OK: Outcome = (ErrorCode.NONE, None)
 GROUP_DENIED = "Group authorization failed."
 
 
+def kept_first(ctx: Any, response: Any) -> Any:
+    """`response`, sent once the share state it changed is kept (data/share_state.py): at
+    once when nothing was to keep."""
+    from minicoord.server.coordinator.results import Result
+
+    broker = ctx.broker
+    if not broker.persist_shares():
+        return response
+    held = ctx.hold(response)
+    broker.apply(Result(None, [], []), held)
+    return held
+
+
 def refused(ctx: Any, request: Any) -> Outcome | None:
     """Why a ShareFetch or ShareAcknowledge is refused as a whole, before its session is
     looked at, in KafkaApis' order: share groups off, a bad member id, the group's Read."""

@@ -11,7 +11,8 @@ fetching does not ask the group coordinator whether the member belongs to the gr
 
 A share partition is made by the first fetch of its group that reads it, starting where the
 group's `share.auto.offset.reset` says (latest by default; earliest; by_duration:<ISO 8601
-duration>, the first offset written since then).
+duration>, the first offset written since then). On a data dir (`keep`) every change of what a
+restart must keep marks the partition dirty, and share_state.py writes it.
 """
 
 from __future__ import annotations
@@ -67,6 +68,10 @@ class Shares:
         self.lock_ms_of = lock_ms_of
         self.partitions: dict[PartitionKey, SharePartition] = {}
         self.sessions: dict[tuple[str, str], ShareSession] = {}
+        # Share partitions whose kept state changed since it was last written (None: gone,
+        # a tombstone), when state is kept (a server on a data dir: share_state.py).
+        self.keep = False
+        self.dirty: dict[PartitionKey, SharePartition | None] = {}
 
     # -- sessions -------------------------------------------------------------------------
 
@@ -118,11 +123,21 @@ class Shares:
         key = (group, topic.topic_id, index)
         sp = self.partitions.get(key)
         if sp is None:
-            start = self._start(self.reset_of(group), plog, now)
-            sp = self.partitions[key] = SharePartition(
-                key, start, self.timers, self.config.group_share_delivery_count_limit
-            )
+            sp = self.made(key, self._start(self.reset_of(group), plog, now))
         return sp
+
+    def made(self, key: PartitionKey, start: int) -> SharePartition:
+        """A new share partition at `start`, nothing in flight."""
+        sp = self.partitions[key] = SharePartition(
+            key, start, self.timers, self.config.group_share_delivery_count_limit
+        )
+        if self.keep:
+            sp.on_change = self._changed
+            self.dirty[key] = sp
+        return sp
+
+    def _changed(self, sp: SharePartition) -> None:
+        self.dirty[sp.key] = sp
 
     @staticmethod
     def _start(reset: str, plog: Any, now: int) -> int:
@@ -136,10 +151,7 @@ class Shares:
     def start_at(self, group: str, topic_id: Any, index: int, start: int) -> None:
         """The group's partition starts again at `start`, nothing in flight
         (AlterShareGroupOffsets, on an empty group)."""
-        key = (group, topic_id, index)
-        self.partitions[key] = SharePartition(
-            key, start, self.timers, self.config.group_share_delivery_count_limit
-        )
+        self.made((group, topic_id, index), start)
 
     def topics_of(self, group: str) -> dict[Any, list[int]]:
         """{topic id: partitions} the group has a share partition of."""
@@ -153,6 +165,8 @@ class Shares:
         """Forget the share partitions `keep` refuses (a deleted group's or topic's)."""
         for key in [k for k in self.partitions if not keep(k)]:
             del self.partitions[key]
+            if self.keep:
+                self.dirty[key] = None
 
     def of_group(self, group: str) -> Iterable[SharePartition]:
         return [sp for key, sp in self.partitions.items() if key[0] == group]

@@ -42,7 +42,9 @@ def handle(ctx: RequestContext, request: Any) -> Any:
         )
 
     parked = ctx.park(build)
-    broker.apply(broker.coordinator.delete_groups(broker.now(), names), parked)
+    result = broker.coordinator.delete_groups(broker.now(), names)
+    broker.persist_shares()  # a deleted share group's state goes: its tombstones first
+    broker.apply(result, parked)
     return parked
 
 

@@ -13,7 +13,7 @@ from typing import Any
 from minicoord.protocol.apis import SPECS
 from minicoord.protocol.errors import ErrorCode
 from minicoord.protocol.share_group_apis import DeleteShareGroupOffsetsResponse
-from minicoord.server.data.share_requests import offsets_admin_refused
+from minicoord.server.data.share_requests import kept_first, offsets_admin_refused
 from minicoord.server.handlers.base import Handler, RequestContext
 from minicoord.server.security import authorize
 
@@ -58,7 +58,7 @@ def handle(ctx: RequestContext, request: Any) -> Any:
             continue
         shares.drop(lambda key, tid=topic.topic_id: key[0] != group or key[1] != tid)
         out.append(Topic(topic_name=name, topic_id=topic.topic_id, error_code=ErrorCode.NONE))
-    return _answer(ctx, ErrorCode.NONE, None, out)
+    return kept_first(ctx, _answer(ctx, ErrorCode.NONE, None, out))
 
 
 HANDLER = Handler.for_spec(SPECS[API_KEY], handle)

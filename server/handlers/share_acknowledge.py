@@ -17,6 +17,7 @@ from minicoord.protocol.share_group_apis import ShareAcknowledgeResponse
 from minicoord.server.data.share_requests import (
     acknowledgements,
     apply_acknowledgements,
+    kept_first,
     refused,
 )
 from minicoord.server.data.shares import FINAL_EPOCH, INITIAL_EPOCH, SessionError
@@ -78,7 +79,7 @@ def handle(ctx: RequestContext, request: Any) -> Any:
                 ),
             )
         )
-    return ShareAcknowledgeResponse(
+    response = ShareAcknowledgeResponse(
         version=ctx.version,
         throttle_time_ms=0,
         error_code=ErrorCode.NONE,
@@ -87,6 +88,7 @@ def handle(ctx: RequestContext, request: Any) -> Any:
         responses=[Topic(topic_id=t, partitions=parts) for t, parts in by_topic.items()],
         node_endpoints=[],
     )
+    return kept_first(ctx, response)
 
 
 HANDLER = Handler.for_spec(SPECS[API_KEY], handle)

@@ -28,6 +28,7 @@ from minicoord.server.data.share_requests import (
     Tp,
     acknowledgements,
     apply_acknowledgements,
+    kept_first,
     locate,
     refused,
 )
@@ -95,7 +96,9 @@ def handle(ctx: RequestContext, request: Any) -> Any:
     if epoch == FINAL_EPOCH:
         shares.close(group, member)
         broker.rearm()
-        return _response(ctx, lock_ms, {tp: (OK, b"", []) for tp in acks}, acked, [])
+        return kept_first(
+            ctx, _response(ctx, lock_ms, {tp: (OK, b"", []) for tp in acks}, acked, [])
+        )
     listed = list(dict.fromkeys(asked)) if epoch == INITIAL_EPOCH else []
     fetching = request.max_records > 0 and request.max_bytes > 0 and not renew
 
@@ -104,12 +107,14 @@ def handle(ctx: RequestContext, request: Any) -> Any:
 
     if not fetching:
         broker.rearm()
-        return _response(ctx, lock_ms, {}, acked, listed)
+        return kept_first(ctx, _response(ctx, lock_ms, {}, acked, listed))
     fetched = fetch()
     wait_ms = min(max(request.max_wait_ms, 0), MAX_WAIT_CAP_MS)
     if any(ranges or outcome[0] for outcome, _, ranges in fetched.values()) or wait_ms == 0:
         broker.rearm()
-        return _response(ctx, lock_ms, fetched, acked, listed)
+        return kept_first(ctx, _response(ctx, lock_ms, fetched, acked, listed))
+    # Kept before the wait: the answer, whenever it comes, follows what it acknowledged.
+    broker.persist_shares()
     # Nothing to give yet: wait for data on the session's partitions, then try again.
     logs = {}
     for topic_id, index in session.partitions:

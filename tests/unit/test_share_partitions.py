@@ -233,3 +233,47 @@ def test_records_that_keep_coming_back_are_given_in_smaller_pieces() -> None:
     assert all(size == 1 for size, count in sizes if count == 5)
     # In the end every record was delivered five times and then archived.
     assert (sp.start, sp.records) == (8, {})
+
+
+def test_what_a_restart_keeps_makes_the_window_again() -> None:
+    log = Log()
+    log.append(6)
+    sp, _ = partition()
+    acquire(sp, log, "a")  # 0-5, delivered once
+    sp.acknowledge("a", [(1, 1, [ACCEPT]), (2, 2, [RELEASE]), (3, 3, [REJECT])], LOCK_MS, 0)
+    kept = sp.state_batches()
+    # 0 and 4-5 are still held (kept as available, delivered once), 1 done, 2 back, 3 done.
+    assert kept == [(0, 0, AVAILABLE, 1), (1, 1, ACKNOWLEDGED, 1), (2, 2, AVAILABLE, 1),
+                    (3, 3, ARCHIVED, 1), (4, 5, AVAILABLE, 1)]  # fmt: skip
+    again, _ = partition(start=sp.start)
+    again.restore(kept)
+    assert (again.start, again.end) == (0, 6)
+    assert states(again) == {0: AVAILABLE, 1: ACKNOWLEDGED, 2: AVAILABLE, 3: ARCHIVED,
+                             4: AVAILABLE, 5: AVAILABLE}  # fmt: skip
+    # Delivered again with the count raised, the done ones not at all.
+    assert acquire(again, log, "b") == [(0, 0, 2), (2, 2, 2), (4, 5, 2)]
+
+
+def test_the_share_state_partition_is_kafkas() -> None:
+    import uuid
+
+    from minicoord.server.data.share_state import state_partition
+
+    # Java's "key".hashCode() of SharePartitionKey.asCoordinatorKey, abs, mod 50 (computed
+    # with a JVM: "grp:AAECAwQFBgcICQoLDA0ODw:3" -> 26, "share-test:...:0" -> 4).
+    topic_id = uuid.UUID(bytes=bytes(range(16)))
+    assert state_partition("grp", topic_id, 3, 50) == 26
+    assert state_partition("share-test", topic_id, 0, 50) == 4
+
+
+def test_share_snapshot_records_read_back_as_written() -> None:
+    import uuid
+
+    from minicoord.protocol import share_state_records as ssr
+
+    topic_id = uuid.uuid4()
+    key = ssr.encode_key("g", topic_id, 7)
+    assert key[:2] == b"\x00\x00"  # record type 0: a snapshot
+    assert ssr.decode_key(key) == ("g", topic_id, 7)
+    value = ssr.encode_value(5, [(5, 6, ACKNOWLEDGED, 1), (8, 8, AVAILABLE, 3)], 2, 1, 2)
+    assert ssr.decode_value(value) == (5, [(5, 6, ACKNOWLEDGED, 1), (8, 8, AVAILABLE, 3)])
