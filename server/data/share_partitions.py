@@ -19,8 +19,8 @@ Acknowledgements are checked in full before any applies (Kafka rolls a partition
 request back on the first failure): Accept acknowledges, Release makes the record AVAILABLE
 again, Reject and Gap archive it, Renew restarts its lock.
 
-Sans-IO: reads come through the caller's `read(offset, max_bytes)`; lock expiry through the
-shared timer queue, whose callbacks the broker fires.
+Sans-IO: reads come through the caller's `read(offset)` (whole batches from there); lock expiry
+through the shared timer queue, whose callbacks the broker fires.
 """
 
 from __future__ import annotations
