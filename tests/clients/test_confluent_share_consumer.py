@@ -24,6 +24,7 @@ from confluent_kafka import AcknowledgeType, Producer, ShareConsumer
 from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource
 from kafka.protocol.admin import ListGroupsRequest
 from minicoord.clients.connection import ProtocolClient
+from minicoord.protocol.errors import ErrorCode
 from minicoord.server.process import ServerProcess, start_server_process
 
 pytestmark = pytest.mark.clients
@@ -201,14 +202,21 @@ def test_a_killed_members_records_go_to_another_member(
 
 
 async def share_groups(port: int) -> list[tuple[str, str]]:
-    """(id, state) of every share group, by ListGroups v5."""
+    """(id, state) of every share group, by ListGroups v5, asked again (for at most 10 s)
+    while a restarted server is still loading its offsets partitions, as a client retries
+    COORDINATOR_LOAD_IN_PROGRESS."""
     client = await ProtocolClient.connect("127.0.0.1", port, "share-test")
     try:
-        response = await client.request(
-            ListGroupsRequest(version=5, states_filter=[], types_filter=["share"])
-        )
+        for _ in range(100):
+            response = await client.request(
+                ListGroupsRequest(version=5, states_filter=[], types_filter=["share"])
+            )
+            if response.error_code != ErrorCode.COORDINATOR_LOAD_IN_PROGRESS:
+                break
+            await asyncio.sleep(0.1)
     finally:
         await client.close()
+    assert response.error_code == ErrorCode.NONE
     return [(g.group_id, g.group_state) for g in response.groups]
 
 
