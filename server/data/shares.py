@@ -127,7 +127,8 @@ class Shares:
         return sp
 
     def made(self, key: PartitionKey, start: int) -> SharePartition:
-        """A new share partition at `start`, nothing in flight."""
+        """A new share partition at `start`, nothing in flight (in place of any before)."""
+        self._forget(self.partitions.get(key))
         sp = self.partitions[key] = SharePartition(
             key, start, self.timers, self.config.group_share_delivery_count_limit
         )
@@ -138,6 +139,12 @@ class Shares:
 
     def _changed(self, sp: SharePartition) -> None:
         self.dirty[sp.key] = sp
+
+    @staticmethod
+    def _forget(sp: SharePartition | None) -> None:
+        # Its locks may still run out: what they change is no longer anyone's to keep.
+        if sp is not None:
+            sp.on_change = None
 
     @staticmethod
     def _start(reset: str, plog: Any, now: int) -> int:
@@ -164,7 +171,7 @@ class Shares:
     def drop(self, keep: Callable[[PartitionKey], bool]) -> None:
         """Forget the share partitions `keep` refuses (a deleted group's or topic's)."""
         for key in [k for k in self.partitions if not keep(k)]:
-            del self.partitions[key]
+            self._forget(self.partitions.pop(key))
             if self.keep:
                 self.dirty[key] = None
 

@@ -56,3 +56,21 @@ def test_iso_durations_as_java_reads_the_common_forms() -> None:
     for bad in ("1H", "P", "PT", "P1H"):
         with pytest.raises(ValueError):
             duration_ms(bad)
+
+
+def test_a_replaced_or_dropped_partition_keeps_nothing_when_its_locks_run_out() -> None:
+    s = shares()
+    s.keep = True
+    topic = SimpleNamespace(topic_id=uuid.uuid4())
+    old = s.partition("g", topic, 0, SimpleNamespace(log_start_offset=0, high_watermark=0), 0)
+    old.records, old.end = {0: InFlight(ACQUIRED, 1, "a", lock="l")}, 1
+    s.start_at("g", topic.topic_id, 0, 7)  # AlterShareGroupOffsets
+    s.dirty.clear()
+    old._on_lock_timeout(30_000, "l")
+    assert s.dirty == {}
+    kept = s.partitions["g", topic.topic_id, 0]
+    assert kept.start == 7
+    s.drop(lambda key: False)
+    assert s.dirty == {("g", topic.topic_id, 0): None}  # a tombstone, nothing after it
+    kept._changed()
+    assert s.dirty == {("g", topic.topic_id, 0): None}
