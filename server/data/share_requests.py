@@ -40,6 +40,20 @@ def kept_first(ctx: Any, response: Any) -> Any:
     return held
 
 
+def refusal(response_class: Any, ctx: Any, error: ErrorCode, message: str | None = None) -> Any:
+    """A ShareFetch or ShareAcknowledge refused as a whole: the top-level error, nothing else
+    (the two responses share these fields)."""
+    return response_class(
+        version=ctx.version,
+        throttle_time_ms=0,
+        error_code=error,
+        error_message=message,
+        acquisition_lock_timeout_ms=0,
+        responses=[],
+        node_endpoints=[],
+    )
+
+
 def refused(ctx: Any, request: Any) -> Outcome | None:
     """Why a ShareFetch or ShareAcknowledge is refused as a whole, before its session is
     looked at, in KafkaApis' order: share groups off, a bad member id, the group's Read."""

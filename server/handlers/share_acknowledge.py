@@ -18,6 +18,7 @@ from minicoord.server.data.share_requests import (
     acknowledgements,
     apply_acknowledgements,
     kept_first,
+    refusal,
     refused,
 )
 from minicoord.server.data.shares import FINAL_EPOCH, INITIAL_EPOCH, SessionError
@@ -29,15 +30,7 @@ Partition = Topic.PartitionData
 
 
 def _top(ctx: RequestContext, error: ErrorCode, message: str | None = None) -> Any:
-    return ShareAcknowledgeResponse(
-        version=ctx.version,
-        throttle_time_ms=0,
-        error_code=error,
-        error_message=message,
-        acquisition_lock_timeout_ms=0,
-        responses=[],
-        node_endpoints=[],
-    )
+    return refusal(ShareAcknowledgeResponse, ctx, error, message)
 
 
 def handle(ctx: RequestContext, request: Any) -> Any:

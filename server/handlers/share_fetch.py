@@ -30,6 +30,7 @@ from minicoord.server.data.share_requests import (
     apply_acknowledgements,
     kept_first,
     locate,
+    refusal,
     refused,
 )
 from minicoord.server.data.shares import FINAL_EPOCH, INITIAL_EPOCH, SessionError
@@ -44,15 +45,7 @@ RECORD_LIMIT = 1
 
 
 def _top(ctx: RequestContext, error: ErrorCode, message: str | None = None) -> Any:
-    return ShareFetchResponse(
-        version=ctx.version,
-        throttle_time_ms=0,
-        error_code=error,
-        error_message=message,
-        acquisition_lock_timeout_ms=0,
-        responses=[],
-        node_endpoints=[],
-    )
+    return refusal(ShareFetchResponse, ctx, error, message)
 
 
 def handle(ctx: RequestContext, request: Any) -> Any:

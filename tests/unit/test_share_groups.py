@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from minicoord.protocol.errors import ErrorCode
 from minicoord.server.config import Config
 from minicoord.server.coordinator.share.groups import (
-    HeartbeatOutcome,
+    Assignment,
     ShareGroupError,
     ShareGroups,
     simple_assign,
@@ -34,16 +34,29 @@ class Topics:
         return self.by_name.get(name)
 
 
+@dataclass
+class Answer:
+    """A heartbeat's answer or refusal, as the handler turns either into a response."""
+
+    error: ErrorCode
+    message: str | None = None
+    member_id: str | None = None
+    epoch: int = 0
+    interval_ms: int = 0
+    assignment: Assignment | None = None
+
+
 def groups(topics: Topics, others: frozenset[str] = frozenset(), **config: int) -> ShareGroups:
     return ShareGroups(Config(**config), TimerQueue(), topics, others.__contains__, {}, {})
 
 
 def beat(sg: ShareGroups, member: str, epoch: int, topics: list[str] | None = None,
-         now: int = 0, group: str = "g") -> HeartbeatOutcome:  # fmt: skip
+         now: int = 0, group: str = "g") -> Answer:  # fmt: skip
     try:
-        return sg.heartbeat(now, group, member, epoch, None, topics, "client", "/127.0.0.1")
+        out = sg.heartbeat(now, group, member, epoch, None, topics, "client", "/127.0.0.1")
     except ShareGroupError as exc:
-        return HeartbeatOutcome(exc.error, exc.message)
+        return Answer(exc.error, exc.message)
+    return Answer(ErrorCode.NONE, None, out.member_id, out.epoch, out.interval_ms, out.assignment)
 
 
 def owned(outcome) -> list[int]:

@@ -53,11 +53,18 @@ class ShareGroupError(Exception):
         self.message = message
 
 
+def _unknown_member(group_id: str, member_id: str) -> ShareGroupError:
+    return ShareGroupError(
+        ErrorCode.UNKNOWN_MEMBER_ID, f"Member {member_id} is not a member of group {group_id}."
+    )
+
+
 class ShareMember:
     __slots__ = (
         "assignment",
         "client_host",
         "client_id",
+        "deadline",
         "epoch",
         "member_id",
         "previous_epoch",
@@ -77,6 +84,8 @@ class ShareMember:
         self.assignment: Assignment = {}
         # The assignment last answered with (None: none yet).
         self.sent: Assignment | None = None
+        # When its session ends without another heartbeat.
+        self.deadline = 0
 
 
 class ShareGroup:
@@ -94,19 +103,13 @@ class ShareGroup:
 
 
 class HeartbeatOutcome:
-    __slots__ = ("assignment", "epoch", "error", "interval_ms", "member_id", "message")
+    """An accepted heartbeat's answer (a refused one is a ShareGroupError)."""
+
+    __slots__ = ("assignment", "epoch", "interval_ms", "member_id")
 
     def __init__(
-        self,
-        error: ErrorCode = ErrorCode.NONE,
-        message: str | None = None,
-        member_id: str | None = None,
-        epoch: int = 0,
-        interval_ms: int = 0,
-        assignment: Assignment | None = None,
+        self, member_id: str, epoch: int, interval_ms: int, assignment: Assignment | None
     ) -> None:
-        self.error = error
-        self.message = message
         self.member_id = member_id
         self.epoch = epoch
         self.interval_ms = interval_ms
@@ -181,18 +184,12 @@ class ShareGroups:
                 # Kafka answers GROUP_ID_NOT_FOUND, which librdkafka takes as fatal. There
                 # the group outlives a restart; here it does not (groups live in memory), so
                 # its members are told what rejoins them: they are not members.
-                raise ShareGroupError(
-                    ErrorCode.UNKNOWN_MEMBER_ID,
-                    f"Member {member_id} is not a member of group {group_id}.",
-                )
+                raise _unknown_member(group_id, member_id)
             group = ShareGroup(group_id)
         member = group.members.get(member_id)
         if member is None:
             if epoch != 0:
-                raise ShareGroupError(
-                    ErrorCode.UNKNOWN_MEMBER_ID,
-                    f"Member {member_id} is not a member of group {group_id}.",
-                )
+                raise _unknown_member(group_id, member_id)
             if len(group.members) >= self.config.group_share_max_size:
                 raise ShareGroupError(
                     ErrorCode.GROUP_MAX_SIZE_REACHED,
@@ -230,24 +227,18 @@ class ShareGroups:
                 )
         if member.epoch != group.assignment_epoch:
             member.previous_epoch, member.epoch = member.epoch, group.assignment_epoch
-        self.timers.schedule(
-            ("share-session", group_id, member_id),
-            now + self.session_ms(group_id),
-            self._on_session_timeout,
-            (group_id, member_id),
+        # One timer per group at its members' earliest deadline (as consumer groups'
+        # sessions): a heartbeat moves its member's deadline on and, nearly always, finds the
+        # timer armed earlier already, so it costs no timer operation.
+        member.deadline = now + self.session_ms(group_id)
+        self.timers.schedule_by(
+            ("share-sessions", group_id), member.deadline, self._on_sessions_due, (group_id,)
         )
         full = epoch == 0 or topics is not None
         assignment = None
         if full or member.sent != member.assignment:
             assignment = member.sent = dict(member.assignment)
-        return HeartbeatOutcome(
-            ErrorCode.NONE,
-            None,
-            member_id,
-            member.epoch,
-            self.interval_ms(group_id),
-            assignment,
-        )
+        return HeartbeatOutcome(member_id, member.epoch, self.interval_ms(group_id), assignment)
 
     def _leave(self, group_id: str, group: ShareGroup | None, member_id: str) -> HeartbeatOutcome:
         if group is None:
@@ -255,22 +246,28 @@ class ShareGroups:
                 ErrorCode.GROUP_ID_NOT_FOUND, f"Share group {group_id} not found."
             )
         if member_id not in group.members:
-            raise ShareGroupError(
-                ErrorCode.UNKNOWN_MEMBER_ID,
-                f"Member {member_id} is not a member of group {group_id}.",
-            )
+            raise _unknown_member(group_id, member_id)
         self._remove(group, member_id, "left the group")
-        return HeartbeatOutcome(ErrorCode.NONE, None, member_id, -1, 0, None)
+        return HeartbeatOutcome(member_id, -1, 0, None)
 
-    def _on_session_timeout(self, now: int, group_id: str, member_id: str) -> Effects:
+    def _on_sessions_due(self, now: int, group_id: str) -> Effects:
         group = self.groups.get(group_id)
-        if group is not None and member_id in group.members:
-            self._remove(group, member_id, "session timed out")
+        if group is not None:
+            for member in [m for m in group.members.values() if m.deadline <= now]:
+                self._remove(group, member.member_id, "session timed out")
+            if group.members:
+                self.timers.schedule(
+                    ("share-sessions", group_id),
+                    min(m.deadline for m in group.members.values()),
+                    self._on_sessions_due,
+                    (group_id,),
+                )
         return Effects()
 
     def _remove(self, group: ShareGroup, member_id: str, why: str) -> None:
         del group.members[member_id]
-        self.timers.cancel(("share-session", group.group_id, member_id))
+        if not group.members:
+            self.timers.cancel(("share-sessions", group.group_id))
         log.info("share group %s: member %s %s", group.group_id, member_id, why)
         self._new_target(group)
 
